@@ -1,0 +1,74 @@
+import { LRUCache } from 'lru-cache';
+import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
+import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
+import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
+import { hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
+import type { Scope } from './scopes.js';
+
+export interface AuthContext {
+  companyId: string;
+  keyId: string;
+  /** The user who created the key: `created_by` of records written with it, default `assigned_to`. */
+  userId: string;
+  scopes: ReadonlySet<Scope>;
+}
+
+interface CachedKey {
+  key: ApiKeyDoc;
+  company: CompanyDoc | null;
+}
+
+/**
+ * Revocation, expiry and subscription changes must reach every web process within 5 s
+ * (DECISIONS.md section 3), so no entry lives longer than this.
+ */
+export const AUTH_CACHE_TTL_MS = 4_000;
+
+/** A well-formed key that matches nothing: the one failure that looks like guessing. */
+export class UnknownApiKeyError extends UnauthorizedError {
+  constructor() {
+    super('The API key is invalid');
+  }
+}
+
+export class ApiKeyAuthenticator {
+  private readonly cache = new LRUCache<string, CachedKey>({ max: 10_000, ttl: AUTH_CACHE_TTL_MS });
+
+  constructor(
+    private readonly keys: ApiKeysRepository,
+    private readonly companies: CompaniesRepository,
+  ) {}
+
+  /** 401 for a missing, malformed, unknown, revoked or expired key; 402 for an inactive company. */
+  async authenticate(presented: unknown, now = new Date()): Promise<AuthContext> {
+    if (presented === undefined) throw new UnauthorizedError('The x-api-key header is missing');
+    if (!isWellFormedApiKey(presented)) throw new UnauthorizedError('The API key is invalid');
+    const hash = hashApiKey(presented);
+    const found = this.cache.get(hash) ?? (await this.load(hash));
+    if (!found || !hashesEqual(found.key.key_hash, hash)) throw new UnknownApiKeyError();
+    const { key, company } = found;
+    if (key.revoked_at) throw new UnauthorizedError('The API key has been revoked');
+    if (key.expires_at && key.expires_at.getTime() <= now.getTime()) throw new UnauthorizedError('The API key has expired');
+    if (!company) throw new UnauthorizedError('The API key is invalid');
+    if (company.subscription_status !== 'active') throw new SubscriptionInactiveError();
+    return { companyId: key.company_id, keyId: key._id, userId: key.created_by, scopes: new Set(key.scopes) };
+  }
+
+  /** Admin changes made through this process take effect at once here; other processes follow within the TTL. */
+  forgetKey(keyId: string): void {
+    for (const [hash, entry] of this.cache.entries()) if (entry.key._id === keyId) this.cache.delete(hash);
+  }
+
+  forgetCompany(companyId: string): void {
+    for (const [hash, entry] of this.cache.entries()) if (entry.key.company_id === companyId) this.cache.delete(hash);
+  }
+
+  private async load(hash: string): Promise<CachedKey | undefined> {
+    const key = await this.keys.findByHash(hash);
+    // Unknown keys are not cached: a key created a moment ago must work at once.
+    if (!key) return undefined;
+    const entry = { key, company: await this.companies.findById(key.company_id) };
+    this.cache.set(hash, entry);
+    return entry;
+  }
+}

@@ -1,0 +1,65 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
+import { InsufficientScopeError, RateLimitedError, UnauthorizedError } from '../shared/errors.js';
+import { UnknownApiKeyError, type ApiKeyAuthenticator, type AuthContext } from './authenticator.js';
+import type { FailedAuthThrottle } from './failed-auth-throttle.js';
+import type { LastUsedTracker } from './last-used.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth?: AuthContext;
+  }
+}
+
+export interface ExtAuthDeps {
+  authenticator: ApiKeyAuthenticator;
+  rateLimiter: SlidingWindowLimiter;
+  failedAuthThrottle: FailedAuthThrottle;
+  lastUsed: LastUsedTracker;
+}
+
+/**
+ * The checks every `/v1/ext/` request passes, in the order of DECISIONS.md section 2:
+ * authentication (401), subscription (402), rate limit (429), scope (403). Runs in onRequest, so it
+ * happens before the body is even parsed.
+ */
+export function createExtAuthHook(deps: ExtAuthDeps) {
+  return async function authenticateExtRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const presented = request.headers['x-api-key'];
+    const blockedFor = deps.failedAuthThrottle.blockedFor(request.ip);
+    if (blockedFor !== undefined) throw new RateLimitedError(blockedFor, 'Too many failed authentication attempts');
+
+    let auth: AuthContext;
+    try {
+      auth = await deps.authenticator.authenticate(presented);
+    } catch (error) {
+      // Only a well-formed key that matches nothing looks like guessing; missing or revoked keys do not count.
+      if (error instanceof UnknownApiKeyError) {
+        const wait = await deps.failedAuthThrottle.recordFailure(request.ip);
+        if (wait !== undefined) throw new RateLimitedError(wait, 'Too many failed authentication attempts');
+      }
+      throw error;
+    }
+    request.auth = auth;
+    request.log = request.log.child({ company_id: auth.companyId, key_id: auth.keyId });
+    deps.lastUsed.touch(auth.keyId);
+
+    const decision = await deps.rateLimiter.consume(auth.keyId);
+    reply.headers({
+      'ratelimit-limit': String(decision.limit),
+      'ratelimit-remaining': String(decision.remaining),
+      'ratelimit-reset': String(decision.resetSeconds),
+      'ratelimit-policy': deps.rateLimiter.policy,
+    });
+    if (!decision.allowed) throw new RateLimitedError(decision.resetSeconds);
+
+    const required = request.routeOptions.config.scope;
+    if (required && !auth.scopes.has(required)) throw new InsufficientScopeError(required);
+  };
+}
+
+/** The caller's auth context inside an ext route handler. */
+export function authOf(request: FastifyRequest): AuthContext {
+  if (!request.auth) throw new UnauthorizedError();
+  return request.auth;
+}

@@ -1,0 +1,26 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+const KEY_PREFIX = 'prk_';
+/** `prk_` + base64url of 32 random bytes (43 characters); anything else is rejected before any lookup. */
+const KEY_FORMAT = /^prk_[A-Za-z0-9_-]{43,128}$/;
+const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 8;
+
+export function generateApiKey(): { value: string; hash: string; displayPrefix: string } {
+  const value = KEY_PREFIX + randomBytes(32).toString('base64url');
+  return { value, hash: hashApiKey(value), displayPrefix: value.slice(0, DISPLAY_PREFIX_LENGTH) };
+}
+
+export function hashApiKey(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+export function isWellFormedApiKey(value: unknown): value is string {
+  return typeof value === 'string' && KEY_FORMAT.test(value);
+}
+
+/** Constant-time comparison of two hex digests of equal length. */
+export function hashesEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a, 'hex');
+  const right = Buffer.from(b, 'hex');
+  return left.length === right.length && timingSafeEqual(left, right);
+}

@@ -1,0 +1,199 @@
+// Glue to mingo: filters, sorting, projection and aggregation. Semantics come
+// from mingo; this file only validates input, rejects what the stand-in does
+// not support, and adds a top-k sort so `sort + limit` stays cheap on big
+// collections.
+
+import { Aggregator, ProcessingMode, Query } from 'mingo';
+import type { Options } from 'mingo/types';
+import { compare, resolve } from 'mingo/util';
+import { fail, notImplemented } from './errors.js';
+import { type Doc, isPlainObject } from './values.js';
+
+export const MINGO_OPTIONS: Partial<Options> = {
+  idKey: '_id',
+  scriptEnabled: false,
+  useStrictMode: true,
+  processingMode: ProcessingMode.CLONE_OFF,
+};
+
+export type Matcher = (doc: Doc) => boolean;
+
+const UNSUPPORTED_QUERY_OPS: Record<string, string> = {
+  $where: '$where (server-side JavaScript)',
+  $text: '$text (text search needs a text index)',
+  $near: '$near (geospatial queries)',
+  $nearSphere: '$nearSphere (geospatial queries)',
+  $geoWithin: '$geoWithin (geospatial queries)',
+  $geoIntersects: '$geoIntersects (geospatial queries)',
+  $within: '$within (geospatial queries)',
+  $jsonSchema: '$jsonSchema',
+  $function: '$function (server-side JavaScript)',
+  $accumulator: '$accumulator (server-side JavaScript)',
+};
+
+/** Throws NotImplemented if the value uses any operator the stand-in rejects. */
+export function rejectUnsupportedOperators(value: unknown): void {
+  if (Array.isArray(value)) {
+    for (const v of value) rejectUnsupportedOperators(v);
+  } else if (isPlainObject(value)) {
+    for (const [k, v] of Object.entries(value)) {
+      if (UNSUPPORTED_QUERY_OPS[k]) notImplemented(UNSUPPORTED_QUERY_OPS[k]);
+      rejectUnsupportedOperators(v);
+    }
+  }
+}
+
+export function compileFilter(filter: unknown, what = 'filter'): Matcher {
+  if (filter === undefined || filter === null) return () => true;
+  if (!isPlainObject(filter)) fail('TypeMismatch', `${what} must be an object`);
+  if (Object.keys(filter).length === 0) return () => true;
+  rejectUnsupportedOperators(filter);
+  const query = new Query(filter, MINGO_OPTIONS);
+  return (doc) => query.test(doc);
+}
+
+export type SortSpec = Array<[string, 1 | -1]>;
+
+/** Parses a sort document; `$natural` is returned as a direction on its own. */
+export function parseSort(sort: unknown): { keys: SortSpec; natural?: 1 | -1 } | undefined {
+  if (sort === undefined || sort === null) return undefined;
+  if (!isPlainObject(sort)) fail('TypeMismatch', 'sort must be an object');
+  const keys: SortSpec = [];
+  let natural: 1 | -1 | undefined;
+  for (const [k, v] of Object.entries(sort)) {
+    if (isPlainObject(v)) notImplemented(`sort by ${JSON.stringify(v)}`);
+    const dir = Number(v);
+    if (dir !== 1 && dir !== -1) fail('BadValue', '$sort key ordering must be 1 (for ascending) or -1 (for descending)');
+    if (k === '$natural') natural = dir;
+    else keys.push([k, dir]);
+  }
+  if (keys.length === 0 && natural === undefined) return undefined;
+  if (keys.length && natural !== undefined) notImplemented('mixing $natural with other sort keys');
+  return { keys, natural };
+}
+
+type Decorated = { doc: Doc; key: unknown[] };
+
+function comparator(spec: SortSpec) {
+  return (a: Decorated, b: Decorated): number => {
+    for (let i = 0; i < spec.length; i++) {
+      const c = compare(a.key[i], b.key[i]);
+      if (c !== 0) return c * spec[i][1];
+    }
+    return 0;
+  };
+}
+
+/**
+ * Stable sort with mingo's value ordering (missing sorts as null, as in
+ * MongoDB). With `keep` set, only the first `keep` results are kept via a
+ * bounded insertion buffer, so `sort + limit` over a big collection is O(n log k).
+ */
+export function sortDocs(docs: Doc[], sort: { keys: SortSpec; natural?: 1 | -1 }, keep?: number): Doc[] {
+  if (!sort.keys.length) return sort.natural === -1 ? docs.slice().reverse() : docs;
+  const decorate = (doc: Doc): Decorated => ({
+    doc,
+    key: sort.keys.map(([k]) => {
+      const v = resolve(doc, k);
+      return v === undefined ? null : v;
+    }),
+  });
+  const cmp = comparator(sort.keys);
+  if (keep !== undefined && keep < docs.length / 4) {
+    const buf: Decorated[] = [];
+    for (const doc of docs) {
+      const d = decorate(doc);
+      if (buf.length === keep && (keep === 0 || cmp(d, buf[keep - 1]) >= 0)) continue;
+      let lo = 0;
+      let hi = buf.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (cmp(buf[mid], d) <= 0) lo = mid + 1;
+        else hi = mid;
+      }
+      buf.splice(lo, 0, d);
+      if (buf.length > keep) buf.pop();
+    }
+    return buf.map((d) => d.doc);
+  }
+  return docs.map(decorate).sort(cmp).map((d) => d.doc);
+}
+
+export function projectDocs(docs: Doc[], projection: unknown, filter?: Doc): Doc[] {
+  if (projection === undefined || projection === null) return docs;
+  if (!isPlainObject(projection)) fail('TypeMismatch', 'projection must be an object');
+  if (Object.keys(projection).length === 0) return docs;
+  for (const v of Object.values(projection)) {
+    if (isPlainObject(v) && '$meta' in v) notImplemented('$meta projections');
+  }
+  rejectUnsupportedOperators(projection);
+  // The positional projection (`a.$`) needs the query that selected the document.
+  const positional = Object.keys(projection).some((k) => k.endsWith('.$'));
+  return new Query(positional && filter ? filter : {}, MINGO_OPTIONS).find<Doc>(docs, projection).all();
+}
+
+export interface FindSpec {
+  filter?: Doc;
+  sort?: unknown;
+  skip?: number;
+  limit?: number;
+  projection?: unknown;
+}
+
+/** filter → sort → skip → limit → projection, like the find command. */
+export function findDocs(source: Iterable<Doc>, spec: FindSpec): Doc[] {
+  const match = compileFilter(spec.filter);
+  const sort = parseSort(spec.sort);
+  const skip = spec.skip ?? 0;
+  const limit = spec.limit && spec.limit > 0 ? spec.limit : undefined;
+  let out: Doc[] = [];
+  if (!sort) {
+    let skipped = 0;
+    for (const doc of source) {
+      if (!match(doc)) continue;
+      if (skipped < skip) skipped++;
+      else if (out.push(doc) === limit) break;
+    }
+  } else {
+    for (const doc of source) if (match(doc)) out.push(doc);
+    out = sortDocs(out, sort, limit !== undefined ? skip + limit : undefined);
+    out = out.slice(skip, limit !== undefined ? skip + limit : undefined);
+  }
+  return projectDocs(out, spec.projection, spec.filter);
+}
+
+// Stages that never mutate their input documents, so the pipeline can run on
+// stored documents without cloning them first.
+const NON_MUTATING_STAGES = new Set(['$match', '$sort', '$limit', '$skip', '$count', '$group', '$sortByCount']);
+const UNSUPPORTED_STAGES = new Set([
+  '$out', '$merge', '$changeStream', '$currentOp', '$collStats', '$indexStats', '$listSessions',
+  '$listLocalSessions', '$planCacheStats', '$search', '$searchMeta', '$vectorSearch', '$geoNear',
+  '$listSearchIndexes', '$shardedDataDistribution', '$changeStreamSplitLargeEvent', '$queryStats',
+]);
+
+export function validatePipeline(pipeline: unknown): Doc[] {
+  if (!Array.isArray(pipeline)) fail('TypeMismatch', "'pipeline' option must be specified as an array");
+  for (const stage of pipeline) {
+    if (!isPlainObject(stage) || Object.keys(stage).length !== 1) {
+      fail('Location40324', 'A pipeline stage specification object must contain exactly one field.');
+    }
+    const name = Object.keys(stage)[0];
+    if (UNSUPPORTED_STAGES.has(name)) notImplemented(`the ${name} aggregation stage`);
+    rejectUnsupportedOperators(stage);
+  }
+  return pipeline as Doc[];
+}
+
+export function needsClone(pipeline: Doc[]): boolean {
+  return pipeline.some((s) => !NON_MUTATING_STAGES.has(Object.keys(s)[0]));
+}
+
+export function runPipeline(docs: Doc[], pipeline: Doc[], resolveCollection: (name: string) => Doc[]): Doc[] {
+  try {
+    return new Aggregator(pipeline, { ...MINGO_OPTIONS, collectionResolver: resolveCollection }).run<Doc>(docs);
+  } catch (e) {
+    const m = /unregistered pipeline operator (\$\w+)/.exec(e instanceof Error ? e.message : '');
+    if (m) fail('Location40324', `Unrecognized pipeline stage name: '${m[1]}'`);
+    throw e;
+  }
+}

@@ -1,0 +1,237 @@
+// In-memory databases and collections. Documents are kept as decoded JS
+// objects keyed by their serialized _id (Map order = natural order) and are
+// never mutated in place: updates build a new object and swap it in, so
+// cursor snapshots and index maps stay consistent.
+
+import { ObjectId } from 'bson';
+import { CommandError, fail } from './errors.js';
+import { Index, type IndexKeys, type IndexSpec, ttlExpiry } from './indexes.js';
+import { type Doc, isIndexableScalar, isPlainObject, keyOf } from './values.js';
+
+export class Collection {
+  readonly docs = new Map<string, Doc>();
+  readonly indexes: Index[] = [Index.idIndex()];
+  readonly createdAt = new Date();
+  /** Earliest time any document may expire under a TTL index. */
+  private nextExpiry = Infinity;
+
+  constructor(
+    readonly db: string,
+    readonly name: string,
+  ) {}
+
+  get ns(): string {
+    return `${this.db}.${this.name}`;
+  }
+
+  get secondary(): Index[] {
+    return this.indexes.slice(1);
+  }
+
+  /** Inserts a document (adding an ObjectId _id, first, if missing). */
+  insert(input: Doc): Doc {
+    const doc = input._id === undefined ? { _id: new ObjectId(), ...input } : withIdFirst(input);
+    if (Array.isArray(doc._id)) fail('BadValue', "can't use an array for _id");
+    const id = keyOf(doc._id);
+    if (this.docs.has(id)) throw this.indexes[0].duplicateError(this.ns, [doc._id]);
+    const keys = this.checkedKeys(doc, undefined);
+    this.docs.set(id, doc);
+    this.secondary.forEach((idx, i) => keys[i] && idx.add(id, keys[i]));
+    this.noteExpiry(doc);
+    return doc;
+  }
+
+  /** Swaps in a new version of a stored document (same _id), enforcing unique indexes. */
+  replace(id: string, next: Doc): void {
+    const prev = this.docs.get(id);
+    if (!prev) fail('InternalError', 'replace of a missing document');
+    const doc = withIdFirst(next);
+    const keys = this.checkedKeys(doc, id);
+    this.secondary.forEach((idx, i) => {
+      const old = idx.keys(prev);
+      if (old) idx.remove(id, old);
+      if (keys[i]) idx.add(id, keys[i]);
+    });
+    this.docs.set(id, doc);
+    this.noteExpiry(doc);
+  }
+
+  remove(id: string): boolean {
+    const prev = this.docs.get(id);
+    if (!prev) return false;
+    for (const idx of this.secondary) {
+      const keys = idx.keys(prev);
+      if (keys) idx.remove(id, keys);
+    }
+    return this.docs.delete(id);
+  }
+
+  clear(): void {
+    this.docs.clear();
+    this.secondary.forEach((idx) => idx.clear());
+  }
+
+  /** Keys for every secondary index, throwing E11000 on a unique conflict. */
+  private checkedKeys(doc: Doc, selfId: string | undefined): Array<IndexKeys | null> {
+    return this.secondary.map((idx) => {
+      const keys = idx.keys(doc);
+      const clash = keys && idx.conflict(keys, selfId);
+      if (clash) throw idx.duplicateError(this.ns, clash);
+      return keys;
+    });
+  }
+
+  /** Builds and registers an index; fails (code 11000) if existing data violates it. */
+  addIndex(spec: IndexSpec): void {
+    const idx = new Index(spec);
+    for (const [id, doc] of this.docs) {
+      const keys = idx.keys(doc);
+      if (!keys) continue;
+      const clash = idx.conflict(keys, id);
+      if (clash) {
+        const e = idx.duplicateError(this.ns, clash, `Index build failed: ${spec.name}: Collection ${this.ns} :: caused by :: `);
+        throw new CommandError('DuplicateKey', e.message, e.extra);
+      }
+      idx.add(id, keys);
+    }
+    this.indexes.push(idx);
+    if (spec.expireAfterSeconds !== undefined) this.nextExpiry = 0;
+  }
+
+  dropIndex(name: string): void {
+    const i = this.indexes.findIndex((idx) => idx.spec.name === name);
+    if (i > 0) this.indexes.splice(i, 1);
+  }
+
+  /**
+   * Documents that can possibly match `filter`, using the _id map or an
+   * index on the first field of an equality / $in condition. Returns the
+   * whole collection when no index applies; the caller still applies the filter.
+   */
+  candidates(filter: Doc | undefined): Iterable<Doc> {
+    const eqs = filter ? equalities(filter) : undefined;
+    if (!eqs || eqs.size === 0) return this.docs.values();
+    const ids = eqs.get('_id');
+    if (ids) return ids.map((v) => this.docs.get(keyOf(v))).filter((d): d is Doc => d !== undefined);
+    let best: Set<string> | undefined;
+    for (const idx of this.secondary) {
+      const values = idx.usableForLookup ? eqs.get(idx.fields[0]) : undefined;
+      if (!values) continue;
+      const hit = new Set<string>();
+      for (const v of values) idx.byFirst.get(keyOf(v))?.forEach((id) => hit.add(id));
+      if (!best || hit.size < best.size) best = hit;
+    }
+    if (!best) return this.docs.values();
+    return [...best].map((id) => this.docs.get(id)).filter((d): d is Doc => d !== undefined);
+  }
+
+  /** Lazily applies TTL indexes: removes documents whose expiry has passed. */
+  sweepExpired(now: number): void {
+    if (now < this.nextExpiry) return;
+    const ttl = this.indexes.filter((idx) => idx.spec.expireAfterSeconds !== undefined);
+    let next = Infinity;
+    for (const [id, doc] of this.docs) {
+      const at = Math.min(...ttl.map((idx) => ttlExpiry(idx, doc)));
+      if (at < now) this.remove(id);
+      else if (at < next) next = at;
+    }
+    this.nextExpiry = next;
+  }
+
+  private noteExpiry(doc: Doc): void {
+    for (const idx of this.indexes) {
+      if (idx.spec.expireAfterSeconds === undefined) continue;
+      this.nextExpiry = Math.min(this.nextExpiry, ttlExpiry(idx, doc));
+    }
+  }
+}
+
+function withIdFirst(doc: Doc): Doc {
+  if (Object.keys(doc)[0] === '_id') return doc;
+  const { _id, ...rest } = doc;
+  return { _id, ...rest };
+}
+
+/**
+ * Equality conditions usable for index lookups: field → candidate values
+ * (top-level `field: scalar`, `{$eq}`, `{$in}` and the same inside `$and`).
+ * Only scalars are used, so `{a: null}` or array/document equality scan.
+ */
+function equalities(filter: Doc): Map<string, unknown[]> {
+  const out = new Map<string, unknown[]>();
+  const visit = (f: Doc): void => {
+    for (const [k, v] of Object.entries(f)) {
+      if (k === '$and' && Array.isArray(v)) v.forEach((sub) => isPlainObject(sub) && visit(sub));
+      if (k.startsWith('$') || out.has(k)) continue;
+      if (isIndexableScalar(v)) out.set(k, [v]);
+      else if (isPlainObject(v)) {
+        if ('$eq' in v && isIndexableScalar(v.$eq)) out.set(k, [v.$eq]);
+        else if (Array.isArray(v.$in) && v.$in.every(isIndexableScalar)) out.set(k, v.$in);
+      }
+    }
+  };
+  visit(filter);
+  return out;
+}
+
+export class Store {
+  private readonly dbs = new Map<string, Map<string, Collection>>();
+
+  /** Existing collection (after applying TTL expiry), or undefined. */
+  get(db: string, name: string): Collection | undefined {
+    const coll = this.dbs.get(db)?.get(name);
+    coll?.sweepExpired(Date.now());
+    return coll;
+  }
+
+  /** Existing collection or a freshly created one (collections auto-create on write). */
+  ensure(db: string, name: string): Collection {
+    const existing = this.get(db, name);
+    if (existing) return existing;
+    validateName(db, name);
+    let colls = this.dbs.get(db);
+    if (!colls) this.dbs.set(db, (colls = new Map()));
+    const coll = new Collection(db, name);
+    colls.set(name, coll);
+    return coll;
+  }
+
+  collections(db: string): Collection[] {
+    const colls = [...(this.dbs.get(db)?.values() ?? [])];
+    colls.forEach((c) => c.sweepExpired(Date.now()));
+    return colls;
+  }
+
+  databases(): string[] {
+    return [...this.dbs.keys()].filter((db) => (this.dbs.get(db)?.size ?? 0) > 0);
+  }
+
+  drop(db: string, name: string): Collection | undefined {
+    const colls = this.dbs.get(db);
+    const coll = colls?.get(name);
+    if (coll) colls!.delete(name);
+    return coll;
+  }
+
+  dropDatabase(db: string): void {
+    this.dbs.delete(db);
+  }
+
+  rename(from: Collection, db: string, name: string): void {
+    validateName(db, name);
+    this.drop(from.db, from.name);
+    const moved = new Collection(db, name);
+    for (const idx of from.secondary) moved.addIndex(idx.spec);
+    for (const doc of from.docs.values()) moved.insert(doc);
+    let colls = this.dbs.get(db);
+    if (!colls) this.dbs.set(db, (colls = new Map()));
+    colls.set(name, moved);
+  }
+}
+
+function validateName(db: string, name: string): void {
+  if (!db || /[/\\. "$\0]/.test(db)) fail('InvalidNamespace', `Invalid database name: '${db}'`);
+  if (!name || name.includes('$') || name.includes('\0') || name.startsWith('.')) {
+    fail('InvalidNamespace', `Invalid collection name: ${name}`);
+  }
+}

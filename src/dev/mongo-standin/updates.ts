@@ -1,0 +1,224 @@
+// Update application on top of mingo's update operators. Adds what mingo
+// lacks or does silently differently from MongoDB: $setOnInsert, type errors
+// instead of silent no-ops, the immutable _id, and upsert seeding from the
+// query's equality fields.
+
+import { updateOne as mingoUpdateOne } from 'mingo';
+import { fail } from './errors.js';
+import { MINGO_OPTIONS, rejectUnsupportedOperators } from './query.js';
+import { clone, type Doc, formatValue, getPath, isNumeric, isPlainObject, keyOf, typeName } from './values.js';
+
+const OPERATORS = new Set([
+  '$set', '$unset', '$inc', '$mul', '$min', '$max', '$push', '$addToSet', '$pull', '$pullAll',
+  '$pop', '$rename', '$currentDate', '$bit', '$setOnInsert',
+]);
+const PIPELINE_STAGES = new Set(['$addFields', '$set', '$project', '$unset', '$replaceRoot', '$replaceWith']);
+
+export type UpdateSpec =
+  | { kind: 'operators'; ops: Doc }
+  | { kind: 'replacement'; doc: Doc }
+  | { kind: 'pipeline'; stages: Doc[] };
+
+export function parseUpdate(u: unknown): UpdateSpec {
+  if (Array.isArray(u)) {
+    for (const stage of u) {
+      const name = isPlainObject(stage) ? Object.keys(stage)[0] : undefined;
+      if (!name || !PIPELINE_STAGES.has(name)) {
+        fail('Location40324', `Unrecognized pipeline stage name for an update: '${name}'`);
+      }
+    }
+    rejectUnsupportedOperators(u);
+    return { kind: 'pipeline', stages: u as Doc[] };
+  }
+  if (!isPlainObject(u)) fail('FailedToParse', 'Update argument must be either an object or an array');
+  const keys = Object.keys(u);
+  if (keys.length === 0 || !keys[0].startsWith('$')) {
+    const bad = keys.find((k) => k.startsWith('$'));
+    if (bad) fail('BadValue', `The dollar ($) prefixed field '${bad}' in '${bad}' is not allowed in the context of an update's replacement document.`);
+    return { kind: 'replacement', doc: u };
+  }
+  for (const op of keys) {
+    if (!OPERATORS.has(op)) {
+      fail('FailedToParse', `Unknown modifier: ${op}. Expected a valid update modifier or pipeline-style update specified as an array`);
+    }
+    if (!isPlainObject(u[op])) {
+      fail('FailedToParse', `Modifiers operate on fields but we found type ${typeName(u[op])} instead. For example: {$mod: {<field>: ...}} not {${op}: ${formatValue(u[op])}}`);
+    }
+  }
+  rejectUnsupportedOperators(u);
+  return { kind: 'operators', ops: u };
+}
+
+export interface ApplyOptions {
+  arrayFilters?: Doc[];
+  /** The query that selected the document (needed for the positional `$`). */
+  filter?: Doc;
+  /** True when the document is being created by an upsert. */
+  inserting?: boolean;
+}
+
+/** Returns the updated copy of `doc`; the stored document is never mutated. */
+export function applyUpdate(doc: Doc, spec: UpdateSpec, opts: ApplyOptions = {}): { doc: Doc; modified: boolean } {
+  if (spec.kind === 'replacement') {
+    const { _id, ...rest } = clone(spec.doc);
+    if (_id !== undefined && doc._id !== undefined && keyOf(_id) !== keyOf(doc._id)) {
+      fail('ImmutableField', `After applying the update, the (immutable) field '_id' was found to have been altered to _id: ${formatValue(_id)}`);
+    }
+    const next = { _id: doc._id ?? _id, ...rest };
+    if (next._id === undefined) delete next._id;
+    return { doc: next, modified: keyOf(next) !== keyOf(doc) };
+  }
+  const next = clone(doc);
+  if (spec.kind === 'pipeline') {
+    const arr = [next];
+    mingoUpdateOne(arr, {}, spec.stages as never, {}, MINGO_OPTIONS);
+    checkIdUnchanged(doc, arr[0]);
+    return { doc: arr[0], modified: keyOf(arr[0]) !== keyOf(doc) };
+  }
+  const ops: Doc = { ...spec.ops };
+  const onInsert = ops.$setOnInsert as Doc | undefined;
+  delete ops.$setOnInsert;
+  checkPaths(next, ops, !!opts.inserting);
+  let modified = false;
+  if (Object.keys(ops).length) modified = run(next, ops, opts);
+  if (opts.inserting && onInsert && Object.keys(onInsert).length) {
+    const soi: Doc = { $set: onInsert };
+    checkPaths(next, soi, true);
+    modified = run(next, soi, {}) || modified;
+  }
+  checkIdUnchanged(doc, next);
+  return { doc: next, modified };
+}
+
+function run(target: Doc, ops: Doc, opts: ApplyOptions): boolean {
+  const positional = Object.values(ops).some((fields) => Object.keys(fields as Doc).some((p) => /(^|\.)\$(\.|$)/.test(p)));
+  if (positional && opts.inserting) {
+    fail('BadValue', 'The positional operator did not find the match needed from the query.');
+  }
+  const res = mingoUpdateOne(
+    [target],
+    positional && opts.filter ? opts.filter : {},
+    ops,
+    { arrayFilters: opts.arrayFilters, cloneMode: 'copy' },
+    MINGO_OPTIONS,
+  );
+  return res.modifiedCount > 0;
+}
+
+function checkIdUnchanged(before: Doc, after: Doc): void {
+  if (before._id !== undefined && keyOf(after._id) !== keyOf(before._id)) {
+    fail('ImmutableField', "Performing an update on the path '_id' would modify the immutable field '_id'");
+  }
+}
+
+/**
+ * MongoDB errors where mingo silently does nothing (wrong types, paths
+ * through scalars); also moves an explicit `_id` into a document being upserted.
+ */
+function checkPaths(doc: Doc, ops: Doc, inserting: boolean): void {
+  for (const op of Object.keys(ops)) {
+    const fields = (ops[op] = { ...ops[op] }); // copy: _id handling below may drop entries
+    for (const path of Object.keys(fields as Doc)) {
+      const value = (fields as Doc)[path];
+      if (path === '_id' || path.startsWith('_id.')) {
+        // Setting _id is allowed when creating the document or when it is a no-op.
+        if ((op === '$set' || op === '$setOnInsert') && path === '_id' && (inserting || keyOf(value) === keyOf(doc._id))) {
+          if (inserting) doc._id = clone(value);
+          delete (fields as Doc)[path];
+          continue;
+        }
+        fail('ImmutableField', `Performing an update on the path '${path}' would modify the immutable field '_id'`);
+      }
+      if (/(^|\.)\$/.test(path) || op === '$unset') continue;
+      checkTraversable(doc, path);
+      const current = getPath(doc, path);
+      const idText = `{_id: ${formatValue(doc._id)}}`;
+      switch (op) {
+        case '$inc':
+        case '$mul':
+          if (!isNumeric(value)) fail('TypeMismatch', `Cannot ${op === '$inc' ? 'increment' : 'multiply'} with non-numeric argument: {${path}: ${formatValue(value)}}`);
+          if (current !== undefined && current !== null && !isNumeric(current)) {
+            fail('TypeMismatch', `Cannot apply ${op} to a value of non-numeric type. ${idText} has the field '${path.split('.').pop()}' of non-numeric type ${typeName(current)}`);
+          }
+          break;
+        case '$push':
+        case '$addToSet':
+          if (current !== undefined && !Array.isArray(current)) {
+            fail('BadValue', `The field '${path}' must be an array but is of type ${typeName(current)} in document ${idText}`);
+          }
+          // mingo ignores $slice/$sort when the array does not exist yet.
+          if (current === undefined && op === '$push' && isPlainObject(value) && '$each' in value) setPath(doc, path, []);
+          break;
+        case '$pull':
+        case '$pullAll':
+        case '$pop':
+          if (current !== undefined && current !== null && !Array.isArray(current)) {
+            fail('BadValue', op === '$pop' ? `Path '${path}' contains an element of non-array type '${typeName(current)}'` : `Cannot apply ${op} to a non-array value`);
+          }
+          break;
+        case '$rename':
+          if (typeof value !== 'string') fail('BadValue', `The 'to' field for $rename must be a string: ${path}: ${formatValue(value)}`);
+          checkTraversable(doc, value);
+          break;
+      }
+    }
+  }
+}
+
+function checkTraversable(doc: Doc, path: string): void {
+  const parts = path.split('.');
+  let cur: unknown = doc;
+  for (let i = 0; i < parts.length - 1; i++) {
+    const part = parts[i];
+    let next: unknown;
+    if (Array.isArray(cur)) {
+      if (!/^\d+$/.test(part)) {
+        fail('PathNotViable', `Cannot create field '${part}' in element {${parts[i - 1]}: ${formatValue(cur)}}`);
+      }
+      next = cur[Number(part)];
+    } else if (isPlainObject(cur)) {
+      next = Object.hasOwn(cur, part) ? cur[part] : undefined;
+    } else {
+      fail('PathNotViable', `Cannot create field '${part}' in element {${parts[i - 1]}: ${formatValue(cur)}}`);
+    }
+    if (next === undefined) return;
+    cur = next;
+  }
+  const last = parts[parts.length - 1];
+  const viable = isPlainObject(cur) || (Array.isArray(cur) && /^\d+$/.test(last));
+  if (!viable) {
+    fail('PathNotViable', `Cannot create field '${last}' in element {${parts[parts.length - 2]}: ${formatValue(cur)}}`);
+  }
+}
+
+function setPath(doc: Doc, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let cur: Doc = doc;
+  for (const part of parts.slice(0, -1)) {
+    if (!isPlainObject(cur[part]) && !Array.isArray(cur[part])) cur[part] = {};
+    cur = cur[part];
+  }
+  cur[parts[parts.length - 1]] = value;
+}
+
+/**
+ * Upsert seed: the equality fields of the query (top level and inside $and),
+ * as MongoDB does before applying the update to the new document.
+ */
+export function upsertSeed(filter: Doc | undefined): Doc {
+  const seed: Doc = {};
+  const visit = (f: Doc): void => {
+    for (const [k, v] of Object.entries(f)) {
+      if (k === '$and' && Array.isArray(v)) v.forEach((sub) => isPlainObject(sub) && visit(sub));
+      if (k.startsWith('$')) continue;
+      if (isPlainObject(v) && Object.keys(v).some((op) => op.startsWith('$'))) {
+        if ('$eq' in v) setPath(seed, k, clone(v.$eq));
+        else if (Array.isArray(v.$in) && v.$in.length === 1) setPath(seed, k, clone(v.$in[0]));
+      } else if (!(v instanceof RegExp)) {
+        setPath(seed, k, clone(v));
+      }
+    }
+  };
+  if (filter) visit(filter);
+  return seed;
+}

@@ -1,0 +1,28 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { pingMongo } from '../shared/mongo.js';
+import { isRedisReady } from '../shared/redis.js';
+
+const dependencyState = z.enum(['ok', 'down']);
+const readinessSchema = z.object({
+  status: dependencyState,
+  mongo: dependencyState,
+  redis: dependencyState,
+});
+
+/** Operations endpoints (DECISIONS.md section 11): outside /v1/ext/, no API key. */
+export const opsRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.get('/healthz', { schema: { hide: true, response: { 200: z.object({ status: z.literal('ok') }) } } }, async () => ({
+    status: 'ok' as const,
+  }));
+
+  // Ready while MongoDB answers; Redis is reported but does not make the process unready,
+  // because the API keeps serving through a Redis outage (DECISIONS.md section 4).
+  app.get('/readyz', { schema: { hide: true, response: { 200: readinessSchema, 503: readinessSchema } } }, async (request, reply) => {
+    const mongo = (await pingMongo(app.deps.db)) ? 'ok' : 'down';
+    const redis = isRedisReady(app.deps.redis) ? 'ok' : 'down';
+    const body = { status: mongo, mongo, redis } as const;
+    if (mongo === 'down') reply.code(503).header('retry-after', '5');
+    return body;
+  });
+};

@@ -1,0 +1,98 @@
+import { z } from 'zod';
+
+export const FIELD_TYPES = ['text', 'number', 'boolean', 'date', 'select', 'multi_select', 'email', 'url'] as const;
+
+/** Output keys of an item (DECISIONS.md section 6) and names that would confuse input; no custom field may take them. */
+export const RESERVED_FIELD_NAMES = new Set([
+  'item_id', 'short_id', 'name', 'pipeline', 'stage', 'status', 'contact_id', 'source', 'created_at',
+  'updated_at', 'version', 'metadata', 'pipeline_id', 'stage_id', 'status_id', 'company_id', 'id',
+  '__proto__', 'constructor', 'prototype', 'hasOwnProperty', 'toString', 'valueOf',
+]);
+
+// Starts with a letter: rules out `$`/`_` prefixes and dots by construction.
+const FIELD_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+
+export const fieldNameSchema = z
+  .string()
+  .regex(FIELD_NAME, 'must start with a letter and contain only letters, digits and _ (at most 64)')
+  .refine((name) => !RESERVED_FIELD_NAMES.has(name), 'is a reserved name');
+
+export const fieldDefinitionSchema = z
+  .strictObject({
+    name: fieldNameSchema,
+    type: z.enum(FIELD_TYPES),
+    required: z.boolean().default(false),
+    options: z.array(z.string().trim().min(1).max(200)).min(1).max(200).optional(),
+  })
+  .superRefine((field, ctx) => {
+    const needsOptions = field.type === 'select' || field.type === 'multi_select';
+    if (needsOptions && !field.options) {
+      ctx.addIssue({ code: 'custom', path: ['options'], message: `is required for ${field.type} fields` });
+    }
+    if (!needsOptions && field.options) {
+      ctx.addIssue({ code: 'custom', path: ['options'], message: `is only allowed for select and multi_select fields` });
+    }
+    if (field.options && new Set(field.options).size !== field.options.length) {
+      ctx.addIssue({ code: 'custom', path: ['options'], message: 'must not repeat a value' });
+    }
+  });
+
+export type FieldDefinition = z.infer<typeof fieldDefinitionSchema>;
+
+export const duplicateDetectionSchema = z
+  .strictObject({
+    fields: z.array(z.string().min(1).max(64)).min(1).max(10).default(['name']),
+    match: z.enum(['any', 'all']).default('any'),
+    case_insensitive: z.boolean().default(true),
+  })
+  .meta({ id: 'DuplicateDetection' });
+
+export type DuplicateDetection = z.infer<typeof duplicateDetectionSchema>;
+export const DEFAULT_DUPLICATE_DETECTION: DuplicateDetection = { fields: ['name'], match: 'any', case_insensitive: true };
+
+const stageInput = z.strictObject({ name: z.string().trim().min(1).max(200) });
+const statusInput = z.strictObject({ name: z.string().trim().min(1).max(200) });
+
+export const createPipelineBody = z.strictObject({
+  name: z.string().trim().min(1).max(200),
+  stages: z.array(stageInput).min(1).max(100),
+  statuses: z.array(statusInput).max(100).default([]),
+  fields: z.array(fieldDefinitionSchema).max(100).default([]),
+  duplicate_detection: duplicateDetectionSchema.optional(),
+});
+
+/**
+ * PATCH adds stages, statuses and fields; an entry naming an existing stage/status id renames it, and a
+ * field identical to an existing one is accepted unchanged (so a client may send the full list back).
+ */
+export const updatePipelineBody = z.strictObject({
+  name: z.string().trim().min(1).max(200).optional(),
+  stages: z.array(stageInput.extend({ stage_id: z.string().optional() })).max(100).optional(),
+  statuses: z.array(statusInput.extend({ status_id: z.string().optional() })).max(100).optional(),
+  fields: z.array(fieldDefinitionSchema).max(100).optional(),
+  duplicate_detection: duplicateDetectionSchema.optional(),
+});
+
+export const pipelineSchema = z
+  .object({
+    pipeline_id: z.string(),
+    name: z.string(),
+    stages: z.array(z.object({ stage_id: z.string(), name: z.string(), position: z.number().int() })),
+    statuses: z.array(z.object({ status_id: z.string(), name: z.string() })),
+    fields: z.array(
+      z.object({
+        name: z.string(),
+        type: z.enum(FIELD_TYPES),
+        required: z.boolean(),
+        options: z.array(z.string()).optional(),
+      }),
+    ),
+    duplicate_detection: z.object({
+      fields: z.array(z.string()),
+      match: z.enum(['any', 'all']),
+      case_insensitive: z.boolean(),
+    }),
+  })
+  .meta({ id: 'Pipeline' });
+
+export type PipelineResponse = z.infer<typeof pipelineSchema>;

@@ -1,0 +1,25 @@
+import type { Db } from 'mongodb';
+import { ApiKeysRepository } from './auth/api-keys.repository.js';
+import { CompaniesRepository } from './companies/repository.js';
+import { PipelinesRepository } from './pipelines/repository.js';
+import { UsersRepository } from './users/repository.js';
+
+/** One repository per collection; the only code that touches that collection. */
+export function createRepositories(db: Db) {
+  return {
+    companies: new CompaniesRepository(db),
+    users: new UsersRepository(db),
+    pipelines: new PipelinesRepository(db),
+    apiKeys: new ApiKeysRepository(db),
+  };
+}
+
+export type Repositories = ReturnType<typeof createRepositories>;
+
+/** Every repository's indexes; idempotent, run at start by web and worker processes. */
+export async function ensureIndexes(db: Db): Promise<void> {
+  await CompaniesRepository.ensureIndexes(db);
+  await UsersRepository.ensureIndexes(db);
+  await PipelinesRepository.ensureIndexes(db);
+  await ApiKeysRepository.ensureIndexes(db);
+}

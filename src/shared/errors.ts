@@ -1,0 +1,112 @@
+/**
+ * Domain errors and their RFC 9457 problem shape (DECISIONS.md section 2).
+ * Domain code throws these; the one error handler in `http/error-handler.ts` renders them.
+ */
+export interface FieldProblem {
+  path: string;
+  message: string;
+}
+
+export class AppError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly title: string,
+    readonly detail?: string,
+    /** Extra members of the problem body, e.g. `required_scope` or `current_version`. */
+    readonly extra: Record<string, unknown> = {},
+    /** Extra response headers, e.g. `Retry-After`. */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(detail ?? title);
+    this.name = new.target.name;
+  }
+}
+
+export class ValidationError extends AppError {
+  constructor(readonly errors: FieldProblem[]) {
+    super(400, 'validation_failed', 'Validation failed', summarize(errors), { errors });
+  }
+  static single(path: string, message: string): ValidationError {
+    return new ValidationError([{ path, message }]);
+  }
+}
+
+export class InvalidJsonError extends AppError {
+  constructor() {
+    super(400, 'invalid_json', 'Invalid JSON', 'The request body is not valid JSON');
+  }
+}
+
+export class UnauthorizedError extends AppError {
+  constructor(detail = 'A valid x-api-key header is required') {
+    super(401, 'unauthorized', 'Unauthorized', detail);
+  }
+}
+
+export class SubscriptionInactiveError extends AppError {
+  constructor() {
+    super(402, 'subscription_inactive', 'Subscription inactive', 'API access needs an active subscription');
+  }
+}
+
+export class InsufficientScopeError extends AppError {
+  constructor(requiredScope: string) {
+    super(403, 'insufficient_scope', 'Insufficient scope', `This operation needs the ${requiredScope} scope`, {
+      required_scope: requiredScope,
+    });
+  }
+}
+
+export class NotFoundError extends AppError {
+  constructor(what = 'Resource') {
+    super(404, 'not_found', 'Not found', `${what} not found`);
+  }
+}
+
+export class VersionConflictError extends AppError {
+  constructor(currentVersion: number) {
+    super(409, 'version_conflict', 'Version conflict', 'The item was changed by someone else; reload it and retry', {
+      current_version: currentVersion,
+    });
+  }
+}
+
+export class PreconditionFailedError extends AppError {
+  constructor(currentVersion: number) {
+    super(412, 'precondition_failed', 'Precondition failed', 'If-Match does not match the current ETag', {
+      current_version: currentVersion,
+    });
+  }
+}
+
+export class IdempotencyInProgressError extends AppError {
+  constructor() {
+    super(409, 'idempotency_in_progress', 'Request in progress', 'A request with this Idempotency-Key is still running');
+  }
+}
+
+export class IdempotencyMismatchError extends AppError {
+  constructor() {
+    super(422, 'idempotency_mismatch', 'Idempotency key reused', 'This Idempotency-Key was used with a different request body');
+  }
+}
+
+export class RateLimitedError extends AppError {
+  constructor(retryAfterSeconds: number, detail = 'Rate limit exceeded') {
+    super(429, 'rate_limited', 'Too many requests', detail, {}, { 'retry-after': String(retryAfterSeconds) });
+  }
+}
+
+export class UnavailableError extends AppError {
+  constructor(detail = 'A backing service is unreachable; retry shortly') {
+    super(503, 'unavailable', 'Service unavailable', detail, {}, { 'retry-after': '5' });
+  }
+}
+
+function summarize(errors: FieldProblem[]): string {
+  const first = errors[0];
+  if (!first) return 'The request is invalid';
+  const head = first.path ? `${first.path}: ${first.message}` : first.message;
+  return errors.length > 1 ? `${head} (and ${errors.length - 1} more)` : head;
+}

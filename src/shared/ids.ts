@@ -1,0 +1,25 @@
+import { ObjectId } from 'mongodb';
+
+/**
+ * Opaque, prefixed identifiers (`itm_65f0...`). The ObjectId part makes ids of one kind sort by
+ * creation time, which keyset pagination uses to break ties.
+ */
+export const ID_PREFIXES = {
+  company: 'cmp',
+  user: 'usr',
+  pipeline: 'pip',
+  stage: 'stg',
+  status: 'sts',
+  apiKey: 'key',
+  item: 'itm',
+  task: 'tsk',
+  hook: 'hk',
+  automation: 'aut',
+  event: 'evt',
+} as const;
+
+export type IdKind = keyof typeof ID_PREFIXES;
+
+export function newId(kind: IdKind): string {
+  return `${ID_PREFIXES[kind]}_${new ObjectId().toHexString()}`;
+}

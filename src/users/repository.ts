@@ -1,0 +1,52 @@
+import type { Collection, Db } from 'mongodb';
+import { isDuplicateKeyError } from '../shared/mongo.js';
+import { ValidationError } from '../shared/errors.js';
+import { newId } from '../shared/ids.js';
+
+export interface UserDoc {
+  _id: string;
+  company_id: string;
+  name: string;
+  email: string;
+  created_at: Date;
+}
+
+export class UsersRepository {
+  private readonly collection: Collection<UserDoc>;
+
+  constructor(db: Db) {
+    this.collection = db.collection<UserDoc>('users');
+  }
+
+  static async ensureIndexes(db: Db): Promise<void> {
+    await db.collection('users').createIndexes([
+      { key: { company_id: 1, email: 1 }, name: 'company_email_unique', unique: true },
+      { key: { company_id: 1, _id: 1 }, name: 'company_id' },
+    ]);
+  }
+
+  async create(companyId: string, input: { name: string; email: string }): Promise<UserDoc> {
+    const doc: UserDoc = {
+      _id: newId('user'),
+      company_id: companyId,
+      name: input.name,
+      email: input.email.toLowerCase(),
+      created_at: new Date(),
+    };
+    try {
+      await this.collection.insertOne(doc);
+    } catch (error) {
+      if (isDuplicateKeyError(error)) throw ValidationError.single('email', 'a user with this email already exists');
+      throw error;
+    }
+    return doc;
+  }
+
+  findById(companyId: string, userId: string): Promise<UserDoc | null> {
+    return this.collection.findOne({ company_id: companyId, _id: userId });
+  }
+
+  list(companyId: string): Promise<UserDoc[]> {
+    return this.collection.find({ company_id: companyId }).sort({ _id: 1 }).limit(1000).toArray();
+  }
+}

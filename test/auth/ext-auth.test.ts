@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { EXT_ROUTES } from '../helpers/ext-routes.js';
+import { admin, createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+
+let t: TestApp;
+let tenant: Tenant;
+const ALL_SCOPES = ['items:read', 'items:write', 'tasks:read', 'tasks:write', 'hooks:manage'];
+
+beforeAll(async () => {
+  t = await buildTestApp({ RATE_LIMIT_MAX: '100000' });
+  tenant = await createTenant(t.app);
+});
+afterAll(async () => t?.close());
+
+describe.each(EXT_ROUTES)('$method $scope route', (route) => {
+  const call = (key: string | undefined) => ext(t.app, key, route.method, route.url(tenant), route.body?.(tenant));
+
+  it('refuses a missing key with 401', async () => {
+    expectProblem(await call(undefined), 401, 'unauthorized');
+  });
+
+  it('refuses an unknown and a malformed key with 401', async () => {
+    expectProblem(await call(`prk_${'A'.repeat(43)}`), 401, 'unauthorized');
+    expectProblem(await call('not-a-key'), 401, 'unauthorized');
+  });
+
+  it('refuses a revoked key with 401', async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId);
+    await admin(t.app, 'DELETE', `/companies/${tenant.companyId}/api-keys/${key.key_id}`, undefined, 204);
+    expectProblem(await call(key.key), 401, 'unauthorized');
+  });
+
+  it('refuses an expired key with 401', async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId, undefined, { expires_at: new Date(Date.now() - 1000).toISOString() });
+    expectProblem(await call(key.key), 401, 'unauthorized');
+  });
+
+  it('answers 402 for a company with an inactive subscription', async () => {
+    const inactive = await createTenant(t.app, { subscription_status: 'inactive' });
+    expectProblem(await call(inactive.key), 402, 'subscription_inactive');
+  });
+
+  it(`answers 403 with required_scope for a key without ${route.scope}`, async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId, ALL_SCOPES.filter((scope) => scope !== route.scope));
+    const body = expectProblem(await call(key.key), 403, 'insufficient_scope');
+    expect(body.required_scope).toBe(route.scope);
+  });
+
+  it(`lets a key with only ${route.scope} through`, async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId, [route.scope]);
+    const response = await call(key.key);
+    expect([401, 402, 403]).not.toContain(response.statusCode);
+    expect(response.statusCode).toBeLessThan(500);
+  });
+});
+
+describe('API keys', () => {
+  it('are never stored in plain text', async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId);
+    const stored = await t.db.collection('api_keys').find({}).toArray();
+    expect(stored.length).toBeGreaterThan(0);
+    const dump = JSON.stringify(stored);
+    expect(dump).not.toContain(key.key);
+    expect(dump).not.toContain(key.key.slice(12));
+    const listed = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/api-keys`, undefined, 200)).body;
+    expect(listed).not.toContain(key.key);
+  });
+
+  it('keep working after a rename', async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId);
+    const renamed = await admin(t.app, 'PATCH', `/companies/${tenant.companyId}/api-keys/${key.key_id}`, { name: 'renamed' }, 200);
+    expect(renamed.json().name).toBe('renamed');
+    expect((await ext(t.app, key.key, 'GET', '/pipelines')).statusCode).toBe(200);
+  });
+
+  it('record last_used_at without a write per request', async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId);
+    for (let i = 0; i < 5; i++) expect((await ext(t.app, key.key, 'GET', '/pipelines')).statusCode).toBe(200);
+    const before = await t.db.collection('api_keys').findOne({ _id: key.key_id as never });
+    expect(before?.last_used_at).toBeNull();
+    await t.app.services.lastUsed.flush();
+    const listed = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/api-keys`, undefined, 200)).json();
+    const entry = listed.find((candidate: { key_id: string }) => candidate.key_id === key.key_id);
+    expect(Date.parse(entry.last_used_at)).toBeGreaterThan(Date.now() - 60_000);
+    expect(entry.revoked_at).toBeNull();
+  });
+
+  it('a revoked key is refused by another web process within 5 s', async () => {
+    const other = await buildApp({ config: t.config, db: t.db, redis: t.redis });
+    try {
+      const key = await createKey(t.app, tenant.companyId, tenant.userId);
+      expect((await ext(other, key.key, 'GET', '/pipelines')).statusCode).toBe(200); // now cached in `other`
+      await admin(t.app, 'DELETE', `/companies/${tenant.companyId}/api-keys/${key.key_id}`, undefined, 204);
+      const revokedAt = Date.now();
+      let status = 200;
+      while (status === 200 && Date.now() - revokedAt < 6_000) {
+        status = (await ext(other, key.key, 'GET', '/pipelines')).statusCode;
+        if (status === 200) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(status).toBe(401);
+      expect(Date.now() - revokedAt).toBeLessThan(5_000);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('an inactive subscription is seen at once by the process that changed it', async () => {
+    const own = await createTenant(t.app);
+    expect((await ext(t.app, own.key, 'GET', '/pipelines')).statusCode).toBe(200);
+    await admin(t.app, 'PATCH', `/companies/${own.companyId}`, { subscription_status: 'inactive' }, 200);
+    expectProblem(await ext(t.app, own.key, 'GET', '/pipelines'), 402, 'subscription_inactive');
+  });
+});
+
+describe('failed authentication throttling', () => {
+  it('answers 429 to an address that keeps guessing keys, while missing keys do not count', async () => {
+    const app = await buildApp({ config: { ...t.config, QUEUE_PREFIX: `${t.config.QUEUE_PREFIX}-guess` }, db: t.db, redis: t.redis });
+    try {
+      for (let i = 0; i < 30; i++) expect((await ext(app, undefined, 'GET', '/pipelines')).statusCode).toBe(401);
+      const statuses: number[] = [];
+      for (let i = 0; i < 25; i++) statuses.push((await ext(app, `prk_${String(i).padStart(43, 'x')}`, 'GET', '/pipelines')).statusCode);
+      expect(statuses.slice(0, 20).every((status) => status === 401)).toBe(true);
+      expect(statuses.slice(20).every((status) => status === 429)).toBe(true);
+      const blocked = await ext(app, tenant.key, 'GET', '/pipelines');
+      expectProblem(blocked, 429, 'rate_limited');
+      expect(Number(blocked.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    } finally {
+      await app.close();
+    }
+  });
+});

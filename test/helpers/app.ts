@@ -1,0 +1,77 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Db, MongoClient } from 'mongodb';
+import { inject } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { ensureIndexes } from '../../src/repositories.js';
+import { connectMongo } from '../../src/shared/mongo.js';
+import { createRequestPathRedis } from '../../src/shared/redis.js';
+
+export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';
+
+export interface TestEnv {
+  config: Config;
+  db: Db;
+  mongoClient: MongoClient;
+  redis: Redis;
+  close(): Promise<void>;
+}
+
+/** A database name and queue prefix of its own, so test files never see each other's data. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+}
+
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    NODE_ENV: 'test',
+    MONGO_URL: inject('mongoUrl'),
+    MONGO_DB: uniqueName('t'),
+    REDIS_URL: inject('redisUrl'),
+    QUEUE_PREFIX: uniqueName('q'),
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    HOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    ...overrides,
+  });
+}
+
+/** Real MongoDB (or the stand-in) and real Redis connections for one test file. */
+export async function createTestEnv(overrides: Record<string, string> = {}): Promise<TestEnv> {
+  const config = testConfig(overrides);
+  const mongo = await connectMongo(config.MONGO_URL!, config.MONGO_DB);
+  const redis = createRequestPathRedis(config.REDIS_URL);
+  redis.on('error', () => {});
+  return {
+    config,
+    db: mongo.db,
+    mongoClient: mongo.client,
+    redis,
+    async close() {
+      await mongo.db.dropDatabase().catch(() => {});
+      await mongo.client.close();
+      redis.disconnect();
+    },
+  };
+}
+
+export interface TestApp extends TestEnv {
+  app: FastifyInstance;
+}
+
+export async function buildTestApp(overrides: Record<string, string> = {}): Promise<TestApp> {
+  const env = await createTestEnv(overrides);
+  await ensureIndexes(env.db);
+  const app = await buildApp({ config: env.config, db: env.db, redis: env.redis });
+  await app.ready();
+  return {
+    ...env,
+    app,
+    async close() {
+      await app.close();
+      await env.close();
+    },
+  };
+}

@@ -1,0 +1,87 @@
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { expect } from 'vitest';
+import { TEST_ADMIN_TOKEN } from './app.js';
+
+type Payload = Record<string, unknown>;
+
+/** Calls the admin API and insists on the expected status. */
+export async function admin(app: FastifyInstance, method: InjectOptions['method'], url: string, payload?: Payload, expectedStatus?: number) {
+  const response = await app.inject({
+    method,
+    url: `/v1/admin${url}`,
+    headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
+    ...(payload ? { payload } : {}),
+  });
+  if (expectedStatus !== undefined) expect(response.statusCode, response.body).toBe(expectedStatus);
+  return response;
+}
+
+export interface Tenant {
+  companyId: string;
+  userId: string;
+  pipelineId: string;
+  stageIds: string[];
+  statusIds: string[];
+  key: string;
+  keyId: string;
+}
+
+export const DEFAULT_FIELDS = [
+  { name: 'deal_value', type: 'number' },
+  { name: 'industry', type: 'select', options: ['software', 'retail'] },
+  { name: 'notes_text', type: 'text' },
+];
+
+/** A company with one user, one pipeline (three stages, two statuses, custom fields) and an API key. */
+export async function createTenant(
+  app: FastifyInstance,
+  options: { scopes?: string[]; fields?: Payload[]; duplicate_detection?: Payload; subscription_status?: string } = {},
+): Promise<Tenant> {
+  const company = (await admin(app, 'POST', '/companies', { name: 'Acme', subscription_status: options.subscription_status ?? 'active' }, 201)).json();
+  const user = (await admin(app, 'POST', `/companies/${company.company_id}/users`, { name: 'Ada', email: `ada-${company.company_id}@example.com` }, 201)).json();
+  const pipeline = (
+    await admin(app, 'POST', `/companies/${company.company_id}/pipelines`, {
+      name: 'Sales',
+      stages: [{ name: 'Lead' }, { name: 'Qualified' }, { name: 'Won' }],
+      statuses: [{ name: 'Open' }, { name: 'Lost' }],
+      fields: options.fields ?? DEFAULT_FIELDS,
+      ...(options.duplicate_detection ? { duplicate_detection: options.duplicate_detection } : {}),
+    }, 201)
+  ).json();
+  const key = await createKey(app, company.company_id, user.user_id, options.scopes);
+  return {
+    companyId: company.company_id,
+    userId: user.user_id,
+    pipelineId: pipeline.pipeline_id,
+    stageIds: pipeline.stages.map((stage: { stage_id: string }) => stage.stage_id),
+    statusIds: pipeline.statuses.map((status: { status_id: string }) => status.status_id),
+    key: key.key,
+    keyId: key.key_id,
+  };
+}
+
+export async function createKey(app: FastifyInstance, companyId: string, userId: string, scopes?: string[], extra: Payload = {}) {
+  return (await admin(app, 'POST', `/companies/${companyId}/api-keys`, { name: 'test key', created_by: userId, ...(scopes ? { scopes } : {}), ...extra }, 201)).json() as {
+    key: string;
+    key_id: string;
+  };
+}
+
+/** Calls the external API with a key. */
+export function ext(app: FastifyInstance, key: string | undefined, method: InjectOptions['method'], url: string, payload?: unknown, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  return app.inject({
+    method,
+    url: `/v1/ext${url}`,
+    headers: { ...(key !== undefined ? { 'x-api-key': key } : {}), ...headers },
+    ...(payload !== undefined ? { payload: payload as Payload } : {}),
+  });
+}
+
+export function expectProblem(response: LightMyRequestResponse, status: number, code: string) {
+  expect(response.statusCode, response.body).toBe(status);
+  expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
+  const body = response.json();
+  expect(body).toMatchObject({ status, code, type: expect.stringContaining(code), title: expect.any(String), request_id: expect.any(String) });
+  expect(JSON.stringify(body)).not.toMatch(/at .+\.(ts|js):\d+|Mongo[A-Za-z]*Error|E11000/);
+  return body;
+}

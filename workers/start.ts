@@ -1,0 +1,39 @@
+import type { Db } from 'mongodb';
+import type { Config, WorkerRole } from '../src/config.js';
+import type { Logger } from '../src/shared/logger.js';
+import { ensureIndexes } from '../src/repositories.js';
+
+export interface WorkerContext {
+  config: Config;
+  db: Db;
+  logger: Logger;
+}
+
+export interface RunningRole {
+  /** Stops taking new work and waits for in-flight jobs to finish. */
+  close(): Promise<void>;
+}
+
+export type RoleStarter = (context: WorkerContext) => Promise<RunningRole>;
+
+/** One file per role; each exports a starter. Roles not yet built are simply absent. */
+const ROLES: Partial<Record<WorkerRole, RoleStarter>> = {};
+
+export async function startWorkers(context: WorkerContext): Promise<RunningRole> {
+  await ensureIndexes(context.db);
+  const running: RunningRole[] = [];
+  for (const role of context.config.WORKERS) {
+    const start = ROLES[role];
+    if (!start) {
+      context.logger.warn({ role }, 'worker role has no consumer yet');
+      continue;
+    }
+    running.push(await start({ ...context, logger: context.logger.child({ role }) }));
+    context.logger.info({ role }, 'worker role started');
+  }
+  return {
+    async close() {
+      await Promise.all(running.map((role) => role.close()));
+    },
+  };
+}
