@@ -3,6 +3,8 @@ import { ApiKeysRepository } from './auth/api-keys.repository.js';
 import { CompaniesRepository } from './companies/repository.js';
 import { PipelinesRepository } from './pipelines/repository.js';
 import { UsersRepository } from './users/repository.js';
+import { ItemsRepository } from './items/repository.js';
+import { IdempotencyRepository } from './idempotency/repository.js';
 
 /** One repository per collection; the only code that touches that collection. */
 export function createRepositories(db: Db) {
@@ -11,6 +13,8 @@ export function createRepositories(db: Db) {
     users: new UsersRepository(db),
     pipelines: new PipelinesRepository(db),
     apiKeys: new ApiKeysRepository(db),
+    items: new ItemsRepository(db),
+    idempotency: new IdempotencyRepository(db),
   };
 }
 
@@ -22,4 +26,6 @@ export async function ensureIndexes(db: Db): Promise<void> {
   await UsersRepository.ensureIndexes(db);
   await PipelinesRepository.ensureIndexes(db);
   await ApiKeysRepository.ensureIndexes(db);
+  await ItemsRepository.ensureIndexes(db);
+  await IdempotencyRepository.ensureIndexes(db);
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { EXT_ROUTES } from '../helpers/ext-routes.js';
+import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
 import { admin, createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 
 let t: TestApp;
@@ -11,6 +11,7 @@ const ALL_SCOPES = ['items:read', 'items:write', 'tasks:read', 'tasks:write', 'h
 beforeAll(async () => {
   t = await buildTestApp({ RATE_LIMIT_MAX: '100000' });
   tenant = await createTenant(t.app);
+  await seedResources(t.app, tenant);
 });
 afterAll(async () => t?.close());
 

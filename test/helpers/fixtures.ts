@@ -24,6 +24,10 @@ export interface Tenant {
   statusIds: string[];
   key: string;
   keyId: string;
+  /** Filled by seedResources() for routes that need an existing record. */
+  itemId?: string;
+  taskId?: string;
+  hookId?: string;
 }
 
 export const DEFAULT_FIELDS = [
@@ -84,4 +88,11 @@ export function expectProblem(response: LightMyRequestResponse, status: number, 
   expect(body).toMatchObject({ status, code, type: expect.stringContaining(code), title: expect.any(String), request_id: expect.any(String) });
   expect(JSON.stringify(body)).not.toMatch(/at .+\.(ts|js):\d+|Mongo[A-Za-z]*Error|E11000/);
   return body;
+}
+
+/** Creates an item through the API and returns its body. */
+export async function createItem(app: FastifyInstance, tenant: Tenant, body: Payload = {}) {
+  const response = await ext(app, tenant.key, 'POST', '/items', { name: 'Deal', pipeline_id: tenant.pipelineId, stage_id: tenant.stageIds[0], ...body });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json();
 }

@@ -5,6 +5,7 @@
 export const CODES = {
   InternalError: 1,
   BadValue: 2,
+  Unauthorized: 13,
   FailedToParse: 9,
   TypeMismatch: 14,
   IllegalOperation: 20,

@@ -3,7 +3,7 @@
 // never mutated in place: updates build a new object and swap it in, so
 // cursor snapshots and index maps stay consistent.
 
-import { ObjectId } from 'bson';
+import { ObjectId, UUID } from 'bson';
 import { CommandError, fail } from './errors.js';
 import { Index, type IndexKeys, type IndexSpec, ttlExpiry } from './indexes.js';
 import { type Doc, isIndexableScalar, isPlainObject, keyOf } from './values.js';
@@ -11,7 +11,7 @@ import { type Doc, isIndexableScalar, isPlainObject, keyOf } from './values.js';
 export class Collection {
   readonly docs = new Map<string, Doc>();
   readonly indexes: Index[] = [Index.idIndex()];
-  readonly createdAt = new Date();
+  readonly uuid = new UUID();
   /** Earliest time any document may expire under a TTL index. */
   private nextExpiry = Infinity;
 
@@ -30,7 +30,8 @@ export class Collection {
 
   /** Inserts a document (adding an ObjectId _id, first, if missing). */
   insert(input: Doc): Doc {
-    const doc = input._id === undefined ? { _id: new ObjectId(), ...input } : withIdFirst(input);
+    const { _id, ...rest } = input;
+    const doc = { _id: _id === undefined ? new ObjectId() : _id, ...rest };
     if (Array.isArray(doc._id)) fail('BadValue', "can't use an array for _id");
     const id = keyOf(doc._id);
     if (this.docs.has(id)) throw this.indexes[0].duplicateError(this.ns, [doc._id]);

@@ -1,0 +1,208 @@
+// Write commands: insert, update, delete, findAndModify. Each command runs
+// synchronously from start to finish (no await), so a read-modify-write such
+// as findAndModify is atomic with respect to every other connection.
+
+import { asCommandError, fail } from '../errors.js';
+import { compileFilter, parseSort, projectDocs, sortDocs } from '../query.js';
+import type { Collection } from '../storage.js';
+import { applyUpdate, parseUpdate, upsertSeed, type UpdateSpec } from '../updates.js';
+import { type Doc, isPlainObject, keyOf } from '../values.js';
+import {
+  checkCollation, checkFields, checkHint, collectionName, type Handler, optionalDoc, type Request, rejectOptions,
+} from './common.js';
+
+const MAX_WRITE_BATCH = 100_000;
+
+function statements(body: Doc, field: string): Doc[] {
+  const list = body[field];
+  if (!Array.isArray(list)) fail('TypeMismatch', `BSON field '${Object.keys(body)[0]}.${field}' is missing or the wrong type, expected type 'array'`);
+  if (list.length > MAX_WRITE_BATCH) fail('InvalidOptions', `Write batch sizes must be between 1 and ${MAX_WRITE_BATCH}. Got ${list.length} operations.`);
+  return list;
+}
+
+/** Runs statements with ordered/unordered semantics, collecting writeErrors. */
+function eachStatement(body: Doc, list: unknown[], run: (stmt: unknown, index: number) => void): Doc[] {
+  const ordered = body.ordered !== false;
+  const writeErrors: Doc[] = [];
+  for (let i = 0; i < list.length; i++) {
+    try {
+      run(list[i], i);
+    } catch (e) {
+      writeErrors.push(asCommandError(e).toWriteError(i));
+      if (ordered) break;
+    }
+  }
+  return writeErrors;
+}
+
+function withErrors(reply: Doc, writeErrors: Doc[]): Doc {
+  if (writeErrors.length) reply.writeErrors = writeErrors;
+  return { ...reply, ok: 1 };
+}
+
+export const insert: Handler = ({ state, db, body }) => {
+  const name = collectionName(body);
+  checkFields(body, ['documents', 'ordered']);
+  const docs = statements(body, 'documents');
+  const coll = state.store.ensure(db, name);
+  let n = 0;
+  const errors = eachStatement(body, docs, (doc) => {
+    if (!isPlainObject(doc)) fail('TypeMismatch', 'each insert document must be an object');
+    coll.insert(doc); // freshly decoded from the wire, so nobody else holds a reference
+    n++;
+  });
+  return withErrors({ n }, errors);
+};
+
+interface WriteResult {
+  n: number;
+  nModified: number;
+  upsertedId?: unknown;
+  before?: Doc;
+  after?: Doc;
+}
+
+interface UpdateOptions {
+  multi: boolean;
+  upsert: boolean;
+  arrayFilters?: Doc[];
+  sort?: unknown;
+}
+
+/** The core of update and findAndModify: match, apply, enforce indexes, or upsert. */
+function updateMatching(req: Request, name: string, filter: Doc | undefined, spec: UpdateSpec, opts: UpdateOptions): WriteResult {
+  const { store } = req.state;
+  const coll = store.get(req.db, name);
+  const targets = matching(coll, filter, opts.multi, opts.sort);
+  if (targets.length === 0) {
+    if (!opts.upsert) return { n: 0, nModified: 0 };
+    const seed = upsertSeed(filter);
+    const base = spec.kind === 'operators' ? seed : seed._id !== undefined ? { _id: seed._id } : {};
+    const { doc } = applyUpdate(base, spec, { inserting: true, arrayFilters: opts.arrayFilters });
+    const inserted = store.ensure(req.db, name).insert(doc);
+    return { n: 1, nModified: 0, upsertedId: inserted._id, after: inserted };
+  }
+  if (spec.kind === 'replacement' && opts.multi) {
+    fail('FailedToParse', 'multi update is not supported for replacement-style update');
+  }
+  let nModified = 0;
+  let after: Doc | undefined;
+  for (const doc of targets) {
+    const res = applyUpdate(doc, spec, { filter, arrayFilters: opts.arrayFilters });
+    after = res.doc;
+    if (res.modified) {
+      coll!.replace(keyOf(doc._id), res.doc);
+      nModified++;
+    }
+  }
+  return { n: targets.length, nModified, before: targets[0], after };
+}
+
+function matching(coll: Collection | undefined, filter: Doc | undefined, multi: boolean, sort: unknown): Doc[] {
+  const match = compileFilter(filter);
+  const parsedSort = parseSort(sort);
+  const out: Doc[] = [];
+  if (!coll) return out;
+  for (const doc of coll.candidates(filter)) {
+    if (!match(doc)) continue;
+    out.push(doc);
+    if (!multi && !parsedSort) break;
+  }
+  return parsedSort && !multi ? sortDocs(out, parsedSort, 1).slice(0, 1) : out;
+}
+
+const UPDATE_STMT_FIELDS = ['q', 'u', 'upsert', 'multi', 'arrayFilters', 'hint', 'collation', 'sort', 'c', 'upsertSupplied'];
+
+export const update: Handler = (req) => {
+  const { body } = req;
+  const name = collectionName(body);
+  checkFields(body, ['updates', 'ordered', 'let']);
+  rejectOptions(body, 'update', ['let']);
+  const list = statements(body, 'updates');
+  let n = 0;
+  let nModified = 0;
+  const upserted: Doc[] = [];
+  const errors = eachStatement(body, list, (raw, index) => {
+    if (!isPlainObject(raw)) fail('TypeMismatch', 'each update statement must be an object');
+    checkFields({ update: 1, ...raw }, UPDATE_STMT_FIELDS);
+    rejectOptions(raw, 'update', ['c']);
+    checkCollation(raw.collation);
+    checkHint(req.state.store.get(req.db, name), raw.hint);
+    const filter = optionalDoc(raw, 'q') ?? {};
+    const res = updateMatching(req, name, filter, parseUpdate(raw.u), {
+      multi: !!raw.multi,
+      upsert: !!raw.upsert,
+      arrayFilters: arrayFilters(raw.arrayFilters),
+      sort: raw.sort,
+    });
+    n += res.n;
+    nModified += res.nModified;
+    if (res.upsertedId !== undefined) upserted.push({ index, _id: res.upsertedId });
+  });
+  const reply: Doc = { n, nModified };
+  if (upserted.length) reply.upserted = upserted;
+  return withErrors(reply, errors);
+};
+
+function arrayFilters(v: unknown): Doc[] | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || !v.every(isPlainObject)) fail('TypeMismatch', 'arrayFilters must be an array of objects');
+  v.forEach((f) => compileFilter(f, 'arrayFilters entry'));
+  return v;
+}
+
+export const del: Handler = (req) => {
+  const { state, db, body } = req;
+  const name = collectionName(body);
+  checkFields(body, ['deletes', 'ordered', 'let']);
+  rejectOptions(body, 'delete', ['let']);
+  const list = statements(body, 'deletes');
+  let n = 0;
+  const errors = eachStatement(body, list, (raw) => {
+    if (!isPlainObject(raw)) fail('TypeMismatch', 'each delete statement must be an object');
+    checkFields({ delete: 1, ...raw }, ['q', 'limit', 'hint', 'collation']);
+    checkCollation(raw.collation);
+    const limit = Number(raw.limit ?? 0);
+    if (limit !== 0 && limit !== 1) fail('FailedToParse', `The limit field in delete objects must be 0 or 1. Got ${raw.limit}`);
+    const coll = state.store.get(db, name);
+    checkHint(coll, raw.hint);
+    for (const doc of matching(coll, optionalDoc(raw, 'q') ?? {}, limit === 0, undefined)) {
+      if (coll!.remove(keyOf(doc._id))) n++;
+    }
+  });
+  return withErrors({ n }, errors);
+};
+
+export const findAndModify: Handler = (req) => {
+  const { state, db, body } = req;
+  const name = collectionName(body);
+  checkFields(body, ['query', 'sort', 'remove', 'update', 'new', 'fields', 'upsert', 'arrayFilters', 'hint', 'collation', 'let']);
+  rejectOptions(body, 'findAndModify', ['let']);
+  checkCollation(body.collation);
+  const filter = optionalDoc(body, 'query') ?? {};
+  const fields = optionalDoc(body, 'fields');
+  const remove = !!body.remove;
+  if (remove && body.update !== undefined) fail('FailedToParse', 'Cannot specify both an update and remove=true');
+  if (!remove && body.update === undefined) fail('FailedToParse', 'Either an update or remove=true must be specified');
+  if (remove && body.upsert) fail('FailedToParse', 'Cannot specify both upsert=true and remove=true ');
+  if (remove && body.new) {
+    fail('FailedToParse', "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document");
+  }
+  checkHint(state.store.get(db, name), body.hint);
+  const shape = (doc: Doc | undefined): Doc | null => (doc ? projectDocs([doc], fields, filter)[0] : null);
+  if (remove) {
+    const coll = state.store.get(db, name);
+    const [doc] = matching(coll, filter, false, body.sort);
+    if (doc) coll!.remove(keyOf(doc._id));
+    return { lastErrorObject: { n: doc ? 1 : 0 }, value: shape(doc), ok: 1 };
+  }
+  const res = updateMatching(req, name, filter, parseUpdate(body.update), {
+    multi: false,
+    upsert: !!body.upsert,
+    arrayFilters: arrayFilters(body.arrayFilters),
+    sort: body.sort,
+  });
+  const lastErrorObject: Doc = { n: res.n, updatedExisting: res.n > 0 && res.upsertedId === undefined };
+  if (res.upsertedId !== undefined) lastErrorObject.upserted = res.upsertedId;
+  return { lastErrorObject, value: shape(body.new ? res.after : res.before), ok: 1 };
+};

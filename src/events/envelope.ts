@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { newId } from '../shared/ids.js';
+
+export const EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue', 'item.created', 'item.updated'] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+export const TASK_EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue'] as const;
+
+export type Changes = Record<string, { from: unknown; to: unknown }>;
+
+/** The envelope every consumer (automations, hooks) receives (DECISIONS.md section 9). */
+export interface EventEnvelope {
+  event_id: string;
+  type: EventType;
+  company_id: string;
+  occurred_at: string;
+  data: Record<string, unknown>;
+  changes?: Changes;
+  /** How many automations led to this event; automations stop at MAX_AUTOMATION_DEPTH. */
+  depth?: number;
+}
+
+export const eventEnvelopeSchema = z
+  .object({
+    event_id: z.string(),
+    type: z.enum(EVENT_TYPES),
+    company_id: z.string(),
+    occurred_at: z.string(),
+    data: z.record(z.string(), z.unknown()),
+    changes: z.record(z.string(), z.object({ from: z.unknown(), to: z.unknown() })).optional(),
+    depth: z.number().int().optional(),
+  })
+  .meta({ id: 'Event' });
+
+export function buildEvent(
+  type: EventType,
+  companyId: string,
+  data: Record<string, unknown>,
+  options: { changes?: Changes; depth?: number; occurredAt?: Date } = {},
+): EventEnvelope {
+  return {
+    event_id: newId('event'),
+    type,
+    company_id: companyId,
+    occurred_at: (options.occurredAt ?? new Date()).toISOString(),
+    data,
+    ...(options.changes ? { changes: options.changes } : {}),
+    ...(options.depth ? { depth: options.depth } : {}),
+  };
+}
+
+/** Field-by-field differences between two API shapes, for `changes` (only fields that differ). */
+export function diffResources(before: Record<string, unknown>, after: Record<string, unknown>, ignore: string[] = []): Changes {
+  const changes: Changes = {};
+  for (const field of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    if (ignore.includes(field)) continue;
+    const from = before[field] ?? null;
+    const to = after[field] ?? null;
+    if (JSON.stringify(from) !== JSON.stringify(to)) changes[field] = { from, to };
+  }
+  return changes;
+}

@@ -1,0 +1,41 @@
+import type { Collection, Document } from 'mongodb';
+import type { EventEnvelope } from './envelope.js';
+
+/**
+ * The transactional outbox without transactions: events are written into the changed document itself
+ * (`pending_events`), in the same single-document write as the change, so a change is never stored
+ * without its events. The relay publishes them and then removes exactly those it published.
+ */
+export interface OutboxFields {
+  pending_events?: EventEnvelope[];
+  /** Set whenever events are pending; the relay finds documents through an index on it. */
+  outbox_pending?: true;
+}
+
+export const OUTBOX_INDEX = { key: { outbox_pending: 1 }, name: 'outbox_pending', sparse: true } as const;
+
+export function outboxOnInsert(events: EventEnvelope[]): Required<OutboxFields> {
+  return { pending_events: events, outbox_pending: true };
+}
+
+/** Update operators that append events; merge them into the change's own update. */
+export function outboxOnUpdate(events: EventEnvelope[]) {
+  return {
+    $push: { pending_events: { $each: events } },
+    $set: { outbox_pending: true as const },
+  };
+}
+
+/** Removes published events; clears the flag only when nothing new arrived meanwhile. */
+export async function clearPublished(collection: Collection<Document>, documentId: string, eventIds: string[]): Promise<void> {
+  await collection.updateOne({ _id: documentId as never }, { $pull: { pending_events: { event_id: { $in: eventIds } } } as never });
+  await collection.updateOne({ _id: documentId as never, pending_events: { $size: 0 } }, { $unset: { outbox_pending: '' } });
+}
+
+/** Documents with pending events, oldest first, in bounded batches. */
+export function findPending(collection: Collection<Document>, limit: number) {
+  return collection
+    .find({ outbox_pending: true }, { projection: { _id: 1, company_id: 1, pending_events: 1 } })
+    .limit(limit)
+    .toArray();
+}

@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { authOf } from '../auth/ext-auth.js';
+import { IdempotencyInProgressError, IdempotencyMismatchError, ValidationError } from '../shared/errors.js';
+import type { IdempotencyRecord, IdempotencyRepository } from './repository.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    idempotency?: { requestHash: string; key: string; recordId?: string };
+  }
+}
+
+const HEADER = 'idempotency-key';
+const VALID_KEY = /^[\x20-\x7E]{1,255}$/;
+/** How long a duplicate waits for the first request to finish before answering 409. */
+const WAIT_FOR_FIRST_MS = 5_000;
+const POLL_MS = 20;
+/** A claim this old belongs to a request that died; it no longer blocks its key. */
+const ABANDONED_AFTER_MS = 60_000;
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${canonicalJson(inner)}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+function replay(reply: FastifyReply, record: IdempotencyRecord): FastifyReply {
+  const response = record.response!;
+  return reply
+    .code(response.status)
+    .header('content-type', response.content_type)
+    .header('idempotent-replayed', 'true')
+    .serializer((payload) => payload as string)
+    .send(response.body);
+}
+
+/**
+ * Stripe-style Idempotency-Key for every POST under /v1/ext/ (DECISIONS.md section 1): the first
+ * response is kept per API key for 24 h; the same key and body replays it, a different body is 422,
+ * and a duplicate arriving while the first runs waits briefly for it, then gets 409.
+ */
+export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepository): void {
+  // Hash the body as the client sent it, before validation fills in defaults.
+  app.addHook('preValidation', async (request: FastifyRequest) => {
+    const key = request.headers[HEADER];
+    if (request.method !== 'POST' || key === undefined) return;
+    if (typeof key !== 'string' || !VALID_KEY.test(key)) {
+      throw ValidationError.single('Idempotency-Key', 'must be 1-255 printable ASCII characters');
+    }
+    const requestHash = createHash('sha256')
+      .update(`${request.method} ${request.routeOptions.url} ${canonicalJson(request.params)} ${canonicalJson(request.body)}`)
+      .digest('hex');
+    request.idempotency = { requestHash, key };
+  });
+
+  // Claim after validation: a request rejected as invalid never ran, so nothing is stored for it.
+  app.addHook('preHandler', async (request, reply) => {
+    const pending = request.idempotency;
+    if (!pending) return;
+    const keyId = authOf(request).keyId;
+    const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+    for (;;) {
+      const claim = await repo.claim(keyId, pending.key, pending.requestHash);
+      if (claim.claimed) {
+        pending.recordId = claim.id;
+        return;
+      }
+      const existing = claim.existing;
+      if (!existing) continue; // expired between insert and read: claim again
+      if (existing.request_hash !== pending.requestHash) throw new IdempotencyMismatchError();
+      if (existing.state === 'completed') return replay(reply, existing);
+      if (Date.now() - existing.created_at.getTime() > ABANDONED_AFTER_MS) {
+        await repo.release(existing._id);
+        continue;
+      }
+      if (Date.now() >= deadline) throw new IdempotencyInProgressError();
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    const recordId = request.idempotency?.recordId;
+    if (!recordId) return payload;
+    request.idempotency!.recordId = undefined;
+    if (reply.statusCode >= 500) {
+      await repo.release(recordId);
+    } else {
+      await repo.complete(recordId, {
+        status: reply.statusCode,
+        body: typeof payload === 'string' ? payload : String(payload ?? ''),
+        content_type: String(reply.getHeader('content-type') ?? 'application/json; charset=utf-8'),
+      });
+    }
+    return payload;
+  });
+}

@@ -1,0 +1,78 @@
+import { LRUCache } from 'lru-cache';
+import { z } from 'zod';
+import type { PipelineDoc } from '../pipelines/repository.js';
+import type { FieldDefinition } from '../pipelines/schemas.js';
+import { ValidationError } from '../shared/errors.js';
+import { problemsFromZodIssues } from '../shared/zod-problems.js';
+
+export type CustomValue = string | number | boolean | string[] | null;
+export type CustomValues = Record<string, CustomValue>;
+
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}$/;
+const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
+
+/** A date field takes an ISO date (kept as is) or an ISO timestamp (normalised to UTC with ms). */
+const dateValue = z
+  .string()
+  .refine((value) => (ISO_DATE.test(value) || ISO_TIMESTAMP.test(value)) && !Number.isNaN(Date.parse(value)), 'expected an ISO 8601 date or timestamp')
+  .transform((value) => (ISO_DATE.test(value) ? value : new Date(value).toISOString()));
+
+function valueSchema(field: FieldDefinition): z.ZodType<CustomValue> {
+  switch (field.type) {
+    case 'text':
+      return z.string().max(10_000);
+    case 'number':
+      return z.number().refine(Number.isFinite, 'expected a finite number');
+    case 'boolean':
+      return z.boolean();
+    case 'date':
+      return dateValue;
+    case 'select':
+      return z.enum(field.options as [string, ...string[]]);
+    case 'multi_select':
+      return z
+        .array(z.enum(field.options as [string, ...string[]]))
+        .max(200)
+        .refine((values) => new Set(values).size === values.length, 'must not repeat a value');
+    case 'email':
+      return z.email().max(320);
+    case 'url':
+      return z.url({ protocol: /^https?$/ }).max(2_000);
+  }
+}
+
+/**
+ * The metadata schema of one pipeline revision. On create, required fields must be present and
+ * non-null; on update every field is optional but a required field still cannot be cleared.
+ */
+function buildMetadataSchema(pipeline: PipelineDoc, mode: 'create' | 'update') {
+  const shape: Record<string, z.ZodType> = {};
+  for (const field of pipeline.fields) {
+    const value = valueSchema(field);
+    shape[field.name] = field.required
+      ? mode === 'create'
+        ? value
+        : value.optional()
+      : value.nullable().optional();
+  }
+  return z.strictObject(shape);
+}
+
+const schemaCache = new LRUCache<string, ReturnType<typeof buildMetadataSchema>>({ max: 2_000 });
+
+function metadataSchemaFor(pipeline: PipelineDoc, mode: 'create' | 'update') {
+  const cacheKey = `${pipeline._id}:${pipeline.revision}:${mode}`;
+  let schema = schemaCache.get(cacheKey);
+  if (!schema) {
+    schema = buildMetadataSchema(pipeline, mode);
+    schemaCache.set(cacheKey, schema);
+  }
+  return schema;
+}
+
+/** Validates `metadata` against the pipeline blueprint; errors carry paths like `metadata.deal_value`. */
+export function validateMetadata(pipeline: PipelineDoc, metadata: Record<string, unknown>, mode: 'create' | 'update'): CustomValues {
+  const result = metadataSchemaFor(pipeline, mode).safeParse(metadata);
+  if (!result.success) throw new ValidationError(problemsFromZodIssues(result.error.issues, ['metadata']));
+  return result.data as CustomValues;
+}

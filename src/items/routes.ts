@@ -1,0 +1,83 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { authOf } from '../auth/ext-auth.js';
+import { errorResponses, EXT_ERRORS } from '../http/responses.js';
+import { setNextPageHeaders } from '../shared/pagination.js';
+import {
+  checkDuplicatesBody,
+  checkDuplicatesResponse,
+  createItemBody,
+  itemSchema,
+  listItemsQuery,
+  updateItemBody,
+} from './schemas.js';
+
+const tags = ['items'];
+const itemParams = z.object({ item_id: z.string() });
+const etag = (version: number) => `"${version}"`;
+
+export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
+  const items = () => app.services.items;
+
+  app.get('/items', {
+    config: { scope: 'items:read' },
+    schema: {
+      tags,
+      summary: 'List items (keyset pagination; see Link and x-next-cursor)',
+      querystring: listItemsQuery,
+      response: { 200: z.array(itemSchema), ...errorResponses(...EXT_ERRORS) },
+    },
+  }, async (request, reply) => {
+    const page = await items().list(authOf(request), request.query);
+    setNextPageHeaders(request, reply, page.nextCursor);
+    return page.items;
+  });
+
+  app.get('/items/:item_id', {
+    config: { scope: 'items:read' },
+    schema: { tags, summary: 'Get an item (ETag carries its version)', params: itemParams, response: { 200: itemSchema, ...errorResponses(...EXT_ERRORS, 404) } },
+  }, async (request, reply) => {
+    const item = await items().get(authOf(request), request.params.item_id);
+    reply.header('etag', etag(item.version));
+    return item;
+  });
+
+  app.post('/items', {
+    config: { scope: 'items:write' },
+    schema: {
+      tags,
+      summary: 'Create an item',
+      body: createItemBody,
+      response: { 201: itemSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+    },
+  }, async (request, reply) => {
+    const item = await items().create(authOf(request), request.body);
+    return reply.code(201).header('etag', etag(item.version)).send(item);
+  });
+
+  app.patch('/items/:item_id', {
+    config: { scope: 'items:write' },
+    schema: {
+      tags,
+      summary: 'Update an item (partial; optimistic locking with version or If-Match)',
+      params: itemParams,
+      body: updateItemBody,
+      response: { 200: itemSchema, ...errorResponses(...EXT_ERRORS, 404, 409, 412, 413, 415) },
+    },
+  }, async (request, reply) => {
+    const ifMatch = request.headers['if-match'];
+    const item = await items().update(authOf(request), request.params.item_id, request.body, typeof ifMatch === 'string' ? ifMatch : undefined);
+    reply.header('etag', etag(item.version));
+    return item;
+  });
+
+  app.post('/items/check-duplicates', {
+    config: { scope: 'items:read' },
+    schema: {
+      tags,
+      summary: "Find items matching the pipeline's duplicate-detection config, without creating anything",
+      body: checkDuplicatesBody,
+      response: { 200: checkDuplicatesResponse, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+    },
+  }, async (request) => items().checkDuplicates(authOf(request), request.body));
+};

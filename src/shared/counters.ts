@@ -1,0 +1,21 @@
+import type { Db } from 'mongodb';
+import { isDuplicateKeyError } from './mongo.js';
+
+interface CounterDoc {
+  _id: string;
+  seq: number;
+}
+
+/** An atomic per-name sequence ($inc with upsert): concurrent callers never get the same number. */
+export async function nextSequence(db: Db, name: string): Promise<number> {
+  const counters = db.collection<CounterDoc>('counters');
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const counter = await counters.findOneAndUpdate({ _id: name }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: 'after' });
+      if (counter) return counter.seq;
+    } catch (error) {
+      // Two first-ever upserts can race on the _id; the loser simply increments the winner's counter.
+      if (!isDuplicateKeyError(error) || attempt >= 3) throw error;
+    }
+  }
+}

@@ -1,0 +1,94 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Filter } from 'mongodb';
+import { z } from 'zod';
+import { ValidationError } from './errors.js';
+
+/** `limit` 1–200, default 50; out of range is 400, never clamped (DECISIONS.md section 5). */
+export const limitSchema = z.coerce.number().int().min(1).max(200).default(50);
+
+export interface SortSpec {
+  field: string;
+  direction: 1 | -1;
+}
+
+/** `-created_at` → { field: 'created_at', direction: -1 } */
+export function parseSort(sort: string): SortSpec {
+  return sort.startsWith('-') ? { field: sort.slice(1), direction: -1 } : { field: sort, direction: 1 };
+}
+
+interface CursorPayload {
+  /** Scope: company, sort and filters the cursor was issued for; any other use is a foreign cursor. */
+  scope: string;
+  /** Sort value of the last record (epoch ms for dates) and its id, the tie-breaker. */
+  value: number;
+  id: string;
+}
+
+/**
+ * Opaque keyset cursors, HMAC-signed so that a tampered or foreign cursor is a 400 rather than a
+ * silently wrong page.
+ */
+export class CursorCodec {
+  constructor(private readonly secret: Buffer) {}
+
+  encode(payload: CursorPayload): string {
+    const body = Buffer.from(JSON.stringify([payload.scope, payload.value, payload.id])).toString('base64url');
+    return `${body}.${this.sign(body)}`;
+  }
+
+  decode(cursor: string, expectedScope: string): CursorPayload {
+    const invalid = ValidationError.single('cursor', 'is not a cursor issued for this list and these filters');
+    const [body, signature] = cursor.split('.');
+    if (!body || !signature) throw invalid;
+    const expected = Buffer.from(this.sign(body));
+    const given = Buffer.from(signature);
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) throw invalid;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+    } catch {
+      throw invalid;
+    }
+    const decoded = z.tuple([z.string(), z.number(), z.string()]).safeParse(parsed);
+    if (!decoded.success || decoded.data[0] !== expectedScope) throw invalid;
+    return { scope: decoded.data[0], value: decoded.data[1], id: decoded.data[2] };
+  }
+
+  private sign(body: string): string {
+    return createHmac('sha256', this.secret).update(body).digest('base64url').slice(0, 32);
+  }
+}
+
+/** Records strictly after the cursor in (sort field, _id) order. */
+export function afterCursor(sort: SortSpec, cursor: { value: number; id: string }): Filter<Record<string, unknown>> {
+  const op = sort.direction === 1 ? '$gt' : '$lt';
+  const value = new Date(cursor.value);
+  return { $or: [{ [sort.field]: { [op]: value } }, { [sort.field]: value, _id: { [op]: cursor.id } }] };
+}
+
+export function mongoSort(sort: SortSpec): Record<string, 1 | -1> {
+  return { [sort.field]: sort.direction, _id: sort.direction };
+}
+
+/** `Link: <...>; rel="next"` (RFC 8288) and `x-next-cursor` when another page exists. */
+export function setNextPageHeaders(request: FastifyRequest, reply: FastifyReply, nextCursor: string | undefined): void {
+  if (!nextCursor) return;
+  const url = new URL(request.url, 'http://placeholder');
+  url.searchParams.set('cursor', nextCursor);
+  reply.header('link', `<${url.pathname}${url.search}>; rel="next"`);
+  reply.header('x-next-cursor', nextCursor);
+}
+
+/** Fetches one page (limit + 1 to learn whether there is a next one) and the cursor of its last record. */
+export function pageOf<T extends { _id: string }>(
+  rows: T[],
+  limit: number,
+  sortValue: (row: T) => Date,
+  makeCursor: (value: number, id: string) => string,
+): { rows: T[]; nextCursor?: string } {
+  if (rows.length <= limit) return { rows };
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return { rows: page, nextCursor: makeCursor(sortValue(last).getTime(), last._id) };
+}

@@ -1,0 +1,24 @@
+import { randomBytes } from 'node:crypto';
+import type { Db } from 'mongodb';
+
+interface SecretDoc {
+  _id: string;
+  value: string;
+  created_at: Date;
+}
+
+/**
+ * A server-side secret shared by every process through MongoDB (created once, atomically), so that
+ * e.g. pagination cursors signed by one web process verify on another without extra configuration.
+ */
+export async function loadSharedSecret(db: Db, name: string): Promise<Buffer> {
+  const secrets = db.collection<SecretDoc>('app_secrets');
+  await secrets.updateOne(
+    { _id: name },
+    { $setOnInsert: { value: randomBytes(32).toString('base64'), created_at: new Date() } },
+    { upsert: true },
+  );
+  const doc = await secrets.findOne({ _id: name });
+  if (!doc) throw new Error(`secret ${name} missing after upsert`);
+  return Buffer.from(doc.value, 'base64');
+}
