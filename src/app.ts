@@ -18,11 +18,10 @@ import { extApi } from './http/ext-api.js';
 import { opsRoutes } from './ops/routes.js';
 import { SlidingWindowLimiter } from './ratelimit/sliding-window.js';
 import { createRepositories, type Repositories } from './repositories.js';
+import { createDomainServices } from './services.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
-import { ItemsService } from './items/service.js';
-import { CursorCodec } from './shared/pagination.js';
-import { loadSharedSecret } from './shared/secrets.js';
+import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 
 export interface AppDeps {
   config: Config;
@@ -32,25 +31,17 @@ export interface AppDeps {
   logger?: Logger;
   /** Fast-path publisher of recorded events; without one the relay delivers them. */
   publisher?: EventPublisher;
-}
-
-/** The cursor secret is shared through MongoDB and loaded on first use (buildApp must not need the database). */
-function lazyCursorCodec(db: Db): () => Promise<CursorCodec> {
-  let codec: Promise<CursorCodec> | undefined;
-  return () => {
-    codec ??= loadSharedSecret(db, 'cursor').then((secret) => new CursorCodec(secret));
-    codec.catch(() => (codec = undefined));
-    return codec;
-  };
+  /** DNS for the webhook SSRF guard; tests inject their own. */
+  resolver?: Resolver;
 }
 
 function createServices(deps: AppDeps, repos: Repositories, logger: Logger) {
   const prefix = `${deps.config.QUEUE_PREFIX}:`;
   const publisher = deps.publisher ?? relayOnlyPublisher;
-  const cursors = lazyCursorCodec(deps.db);
   return {
     publisher,
-    items: new ItemsService({ db: deps.db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
+    ...createDomainServices(deps.db, repos, publisher),
+    targetGuard: new TargetGuard(deps.config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver),
     authenticator: new ApiKeyAuthenticator(repos.apiKeys, repos.companies),
     lastUsed: new LastUsedTracker(repos.apiKeys, logger),
     rateLimiter: new SlidingWindowLimiter(

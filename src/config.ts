@@ -49,6 +49,8 @@ const envSchema = z.object({
     .pipe(z.array(z.enum(WORKER_ROLES)).min(1))
     .default([...WORKER_ROLES]),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** How long a worker owns a job before another may take it over (BullMQ lockDuration); stalled jobs recover after about this long. */
+  JOB_LOCK_MS: z.coerce.number().int().min(1_000).default(30_000),
 });
 
 export type Config = z.infer<typeof envSchema>;

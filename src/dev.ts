@@ -7,6 +7,7 @@ import { seedDemo } from './dev/seed.js';
 import { createLogger } from './shared/logger.js';
 import { connectMongo } from './shared/mongo.js';
 import { createRequestPathRedis } from './shared/redis.js';
+import { QueueEventPublisher } from './events/queue-publisher.js';
 import { startWeb } from './web.js';
 import { startWorkers } from '../workers/start.js';
 
@@ -24,7 +25,9 @@ const logger = createLogger(config.LOG_LEVEL, 'dev');
 const mongo = await connectMongo(mongoServer.url, config.MONGO_DB);
 const redis = createRequestPathRedis(config.REDIS_URL);
 redis.on('error', () => {});
-const app = await startWeb({ config, db: mongo.db, redis, logger });
+// Fast path for events right after each write; the relay worker covers whatever this misses.
+const publisher = new QueueEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger);
+const app = await startWeb({ config, db: mongo.db, redis, logger, publisher });
 const workers = await startWorkers({ config, db: mongo.db, logger: logger.child({ name: 'worker' }) });
 const { apiKey } = await seedDemo(app, adminToken);
 
@@ -42,6 +45,7 @@ process.stdout.write(
 
 closeWithGrace({ delay: 10_000, logger }, async () => {
   await app.close();
+  await publisher.close();
   await workers.close();
   redis.disconnect();
   await mongo.client.close();

@@ -5,6 +5,8 @@ import { PipelinesRepository } from './pipelines/repository.js';
 import { UsersRepository } from './users/repository.js';
 import { ItemsRepository } from './items/repository.js';
 import { IdempotencyRepository } from './idempotency/repository.js';
+import { AutomationsRepository } from './automations/repository.js';
+import { TasksRepository } from './tasks/repository.js';
 
 /** One repository per collection; the only code that touches that collection. */
 export function createRepositories(db: Db) {
@@ -14,7 +16,9 @@ export function createRepositories(db: Db) {
     pipelines: new PipelinesRepository(db),
     apiKeys: new ApiKeysRepository(db),
     items: new ItemsRepository(db),
+    tasks: new TasksRepository(db),
     idempotency: new IdempotencyRepository(db),
+    automations: new AutomationsRepository(db),
   };
 }
 
@@ -27,5 +31,7 @@ export async function ensureIndexes(db: Db): Promise<void> {
   await PipelinesRepository.ensureIndexes(db);
   await ApiKeysRepository.ensureIndexes(db);
   await ItemsRepository.ensureIndexes(db);
+  await TasksRepository.ensureIndexes(db);
   await IdempotencyRepository.ensureIndexes(db);
+  await AutomationsRepository.ensureIndexes(db);
 }

@@ -2,6 +2,8 @@ import type { Db } from 'mongodb';
 import type { Config, WorkerRole } from '../src/config.js';
 import type { Logger } from '../src/shared/logger.js';
 import { ensureIndexes } from '../src/repositories.js';
+import { startAutomations } from './automations.js';
+import { startRelay } from './relay.js';
 
 export interface WorkerContext {
   config: Config;
@@ -17,7 +19,10 @@ export interface RunningRole {
 export type RoleStarter = (context: WorkerContext) => Promise<RunningRole>;
 
 /** One file per role; each exports a starter. Roles not yet built are simply absent. */
-const ROLES: Partial<Record<WorkerRole, RoleStarter>> = {};
+const ROLES: Partial<Record<WorkerRole, RoleStarter>> = {
+  relay: startRelay,
+  automations: startAutomations,
+};
 
 export async function startWorkers(context: WorkerContext): Promise<RunningRole> {
   await ensureIndexes(context.db);

@@ -5,6 +5,7 @@ import { companiesAdminRoutes } from '../companies/admin-routes.js';
 import { pipelinesAdminRoutes } from '../pipelines/admin-routes.js';
 import { AppError, NotFoundError } from '../shared/errors.js';
 import { usersAdminRoutes } from '../users/admin-routes.js';
+import { automationsAdminRoutes } from '../automations/admin-routes.js';
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
@@ -27,6 +28,7 @@ export const adminApi: FastifyPluginAsyncZod = async (app) => {
   await app.register(usersAdminRoutes);
   await app.register(pipelinesAdminRoutes);
   await app.register(apiKeysAdminRoutes);
+  await app.register(automationsAdminRoutes);
 };
 
 /** Loads the company named in an admin path, 404 when it does not exist. */

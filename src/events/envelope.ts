@@ -4,6 +4,7 @@ import { newId } from '../shared/ids.js';
 export const EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue', 'item.created', 'item.updated'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 export const TASK_EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue'] as const;
+export type TaskEventType = (typeof TASK_EVENT_TYPES)[number];
 
 export type Changes = Record<string, { from: unknown; to: unknown }>;
 

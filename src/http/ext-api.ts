@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { createExtAuthHook } from '../auth/ext-auth.js';
 import { pipelinesRoutes } from '../pipelines/routes.js';
 import { itemsRoutes } from '../items/routes.js';
+import { tasksRoutes } from '../tasks/routes.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
 
 /** Everything under `/v1/ext/`: one auth hook and idempotency for all routes, then the features. */
@@ -10,4 +11,5 @@ export const extApi: FastifyPluginAsyncZod = async (app) => {
   registerIdempotency(app, app.repos.idempotency);
   await app.register(pipelinesRoutes);
   await app.register(itemsRoutes);
+  await app.register(tasksRoutes);
 };

@@ -29,6 +29,9 @@ import {
 } from './schemas.js';
 
 const MAX_DUPLICATE_MATCHES = 20;
+
+/** Who makes a change: an API key's company and creator, or an automation acting for a task's creator. */
+export type Actor = Pick<AuthContext, 'companyId' | 'userId'>;
 const UPDATE_RETRIES = 10;
 
 export interface ItemsServiceDeps {
@@ -77,7 +80,7 @@ export class ItemsService {
     return pipeline;
   }
 
-  async create(auth: AuthContext, body: z.infer<typeof createItemBody>): Promise<ItemResponse> {
+  async create(auth: Actor, body: z.infer<typeof createItemBody>): Promise<ItemResponse> {
     const pipeline = await this.deps.pipelines.findById(auth.companyId, body.pipeline_id);
     if (!pipeline) throw ValidationError.single('pipeline_id', 'is not a pipeline of this company');
     const problems: FieldProblem[] = [];
@@ -128,7 +131,13 @@ export class ItemsService {
    * without it the write still goes through a compare-and-set on the version it read, retried on a
    * race, so no concurrent change is ever silently overwritten. A no-op changes nothing.
    */
-  async update(auth: AuthContext, itemId: string, body: z.infer<typeof updateItemBody>, ifMatch?: string): Promise<ItemResponse> {
+  async update(
+    auth: Actor,
+    itemId: string,
+    body: z.infer<typeof updateItemBody>,
+    ifMatch?: string,
+    options: { depth?: number } = {},
+  ): Promise<ItemResponse> {
     for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
       const current = await this.deps.items.findById(auth.companyId, itemId);
       if (!current) throw new NotFoundError('Item');
@@ -165,7 +174,7 @@ export class ItemsService {
       if (Object.keys(changes).length === 0) return before;
 
       const update: ItemChanges = { ...next, dup_tokens: duplicateTokens(pipeline, next) };
-      const events = [buildEvent('item.updated', auth.companyId, after, { changes, occurredAt: now })];
+      const events = [buildEvent('item.updated', auth.companyId, after, { changes, occurredAt: now, depth: options.depth })];
       const saved = await this.deps.items.updateIfVersion(auth.companyId, itemId, current.version, update, now, events);
       if (saved) {
         this.deps.publisher.publishRecorded('items', itemId, events);

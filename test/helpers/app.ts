@@ -4,7 +4,10 @@ import type { Redis } from 'ioredis';
 import type { Db, MongoClient } from 'mongodb';
 import { inject } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { pino } from 'pino';
+import { loadConfig, type Config, type WorkerRole } from '../../src/config.js';
+import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
+import { startWorkers } from '../../workers/start.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { connectMongo } from '../../src/shared/mongo.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
@@ -61,17 +64,30 @@ export interface TestApp extends TestEnv {
   app: FastifyInstance;
 }
 
-export async function buildTestApp(overrides: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * The web app on the test database. With `publisher: true` it publishes events to the queues right
+ * after each write, as production does; without, events wait in the outbox (for the relay or a test).
+ */
+export async function buildTestApp(overrides: Record<string, string> = {}, options: { publisher?: boolean } = {}): Promise<TestApp> {
   const env = await createTestEnv(overrides);
   await ensureIndexes(env.db);
-  const app = await buildApp({ config: env.config, db: env.db, redis: env.redis });
+  const publisher = options.publisher
+    ? new QueueEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, pino({ level: 'silent' }))
+    : undefined;
+  const app = await buildApp({ config: env.config, db: env.db, redis: env.redis, publisher });
   await app.ready();
   return {
     ...env,
     app,
     async close() {
       await app.close();
+      await publisher?.close();
       await env.close();
     },
   };
+}
+
+/** Worker roles in this process, on the test database and queue prefix. */
+export async function startTestWorkers(config: Config, db: Db, roles: WorkerRole[]) {
+  return startWorkers({ config: { ...config, WORKERS: roles }, db, logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) });
 }

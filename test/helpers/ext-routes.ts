@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { createItem, type Tenant } from './fixtures.js';
+import { createItem, createTask, type Tenant } from './fixtures.js';
 
 export interface ExtRouteCase {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -17,9 +17,14 @@ export const EXT_ROUTES: ExtRouteCase[] = [
   { method: 'POST', scope: 'items:write', url: () => '/items', body: (t) => ({ name: 'Matrix', pipeline_id: t.pipelineId, stage_id: t.stageIds[0] }) },
   { method: 'PATCH', scope: 'items:write', url: (t) => `/items/${t.itemId}`, body: () => ({ name: 'Matrix renamed' }) },
   { method: 'POST', scope: 'items:read', url: () => '/items/check-duplicates', body: (t) => ({ pipeline_id: t.pipelineId, name: 'Deal' }) },
+  { method: 'GET', scope: 'tasks:read', url: () => '/tasks' },
+  { method: 'GET', scope: 'tasks:read', url: (t) => `/tasks/${t.taskId}` },
+  { method: 'POST', scope: 'tasks:write', url: () => '/tasks', body: () => ({ title: 'Matrix', due_at: '2026-11-22T09:30:00Z' }) },
+  { method: 'PATCH', scope: 'tasks:write', url: (t) => `/tasks/${t.taskId}`, body: () => ({ title: 'Matrix renamed' }) },
 ];
 
 /** Records the routes above refer to. */
 export async function seedResources(app: FastifyInstance, tenant: Tenant): Promise<void> {
   tenant.itemId = (await createItem(app, tenant)).item_id;
+  tenant.taskId = (await createTask(app, tenant)).task_id;
 }

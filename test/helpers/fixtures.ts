@@ -96,3 +96,10 @@ export async function createItem(app: FastifyInstance, tenant: Tenant, body: Pay
   expect(response.statusCode, response.body).toBe(201);
   return response.json();
 }
+
+/** Creates a task through the API and returns its body. */
+export async function createTask(app: FastifyInstance, tenant: Tenant, body: Payload = {}) {
+  const response = await ext(app, tenant.key, 'POST', '/tasks', { title: 'Call back', due_at: '2026-11-22T09:30:00Z', ...body });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json();
+}

@@ -18,11 +18,16 @@ function parsePort(argv: string[]): number {
 const standin = await startMongoStandin({ port: parsePort(process.argv.slice(2)), host: '127.0.0.1' });
 process.stdout.write(`ready ${standin.uri}\n`);
 
+// `on`, not `once`: wrappers such as tsx relay the signal the process group
+// already received, and a second signal must not kill us mid-shutdown.
+let stopping = false;
 const stop = (): void => {
+  if (stopping) return;
+  stopping = true;
   standin.close().then(
     () => process.exit(0),
     () => process.exit(1),
   );
 };
-process.once('SIGTERM', stop);
-process.once('SIGINT', stop);
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);

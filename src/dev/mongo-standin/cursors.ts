@@ -1,6 +1,7 @@
 // Server-side cursors: a snapshot of the remaining results per cursor id,
 // served in batches by getMore, expired after 10 idle minutes.
 
+import { randomBytes } from 'node:crypto';
 import { BSON, Long } from 'bson';
 import { fail } from './errors.js';
 import type { Doc } from './values.js';
@@ -79,11 +80,10 @@ export class Cursors {
   }
 
   private newId(): Long {
-    // Random positive 53-bit ids: real servers use random 64-bit ids; staying
-    // within 2^53 keeps them exact whichever way the driver's reply is decoded.
+    // Random positive 63-bit ids like a real server: the driver must echo them back as int64.
     for (;;) {
-      const n = Math.floor(Math.random() * (Number.MAX_SAFE_INTEGER - 1)) + 1;
-      if (!this.open.has(String(n))) return Long.fromNumber(n);
+      const id = Long.fromBigInt(randomBytes(8).readBigUInt64LE() & 0x7fffffffffffffffn);
+      if (!id.isZero() && !this.open.has(id.toString())) return id;
     }
   }
 }

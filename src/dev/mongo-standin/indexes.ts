@@ -1,6 +1,6 @@
 // One secondary index: its spec, key extraction with MongoDB's multikey /
 // sparse / partial semantics, and in-memory maps used both to enforce
-// uniqueness and to fast-path equality lookups on the index's first field.
+// uniqueness and to fast-path equality lookups on the index's leading fields.
 
 import { CommandError, fail, notImplemented } from './errors.js';
 import { compileFilter } from './query.js';
@@ -21,10 +21,12 @@ export interface IndexSpec {
 export interface IndexKeys {
   /** One value tuple per multikey combination. */
   tuples: unknown[][];
-  /** Serialized full keys, aligned with tuples. */
-  full: string[];
-  /** Distinct serialized values of the first field. */
-  first: string[];
+  /** prefixes[i]: distinct serialized keys of the first i+1 fields (the last one is the full key). */
+  prefixes: string[][];
+}
+
+export function serializeKey(values: unknown[]): string {
+  return values.map(keyOf).join('\u0000');
 }
 
 // Options we keep in the spec; anything else is either ignored or rejected below.
@@ -83,13 +85,14 @@ export function normaliseSpec(raw: unknown): IndexSpec {
 export class Index {
   readonly fields: string[];
   readonly isId: boolean;
-  readonly byFirst = new Map<string, Set<string>>();
-  readonly byFull = new Map<string, string>();
+  /** byPrefix[i]: serialized key of the first i+1 fields → ids of the documents holding it. */
+  readonly byPrefix: Array<Map<string, Set<string>>>;
   private readonly partial?: (doc: Doc) => boolean;
 
   constructor(readonly spec: IndexSpec) {
     this.fields = Object.keys(spec.key);
     this.isId = spec.name === '_id_';
+    this.byPrefix = this.fields.map(() => new Map());
     if (spec.partialFilterExpression) this.partial = compileFilter(spec.partialFilterExpression);
   }
 
@@ -97,13 +100,9 @@ export class Index {
     return new Index({ v: 2, key: { _id: 1 }, name: '_id_' });
   }
 
-  get unique(): boolean {
-    return this.isId || !!this.spec.unique;
-  }
-
-  /** Whether equality on the first field can be answered from byFirst. */
+  /** Whether equality lookups may use the maps (a partial index lacks documents). */
   get usableForLookup(): boolean {
-    return !this.isId && !this.partial && !/\.\d+(\.|$)/.test(this.fields[0]);
+    return !this.isId && !this.partial && !this.fields.some((f) => /(^|\.)\d+(\.|$)/.test(f));
   }
 
   covers(doc: Doc): boolean {
@@ -119,43 +118,59 @@ export class Index {
     }
     let tuples: unknown[][] = [[]];
     for (const vals of perField) tuples = tuples.flatMap((t) => vals.map((v) => [...t, v]));
-    return {
-      tuples,
-      full: tuples.map((t) => t.map(keyOf).join('\u0000')),
-      first: [...new Set(perField[0].map(keyOf))],
-    };
+    const prefixes = this.fields.map((_, i) => [...new Set(tuples.map((t) => serializeKey(t.slice(0, i + 1))))]);
+    return { tuples, prefixes };
   }
 
   /** The conflicting key tuple when inserting `keys` for document `selfId`. */
   conflict(keys: IndexKeys, selfId: string | undefined): unknown[] | null {
     if (!this.spec.unique) return null;
-    for (let i = 0; i < keys.full.length; i++) {
-      const owner = this.byFull.get(keys.full[i]);
-      if (owner !== undefined && owner !== selfId) return keys.tuples[i];
+    const full = this.byPrefix[this.fields.length - 1];
+    for (const t of keys.tuples) {
+      const owners = full.get(serializeKey(t));
+      if (owners && [...owners].some((id) => id !== selfId)) return t;
     }
     return null;
   }
 
   add(id: string, keys: IndexKeys): void {
-    if (this.spec.unique) for (const k of keys.full) this.byFull.set(k, id);
-    for (const k of keys.first) {
-      let set = this.byFirst.get(k);
-      if (!set) this.byFirst.set(k, (set = new Set()));
-      set.add(id);
-    }
+    keys.prefixes.forEach((list, i) => {
+      const map = this.byPrefix[i];
+      for (const k of list) {
+        let set = map.get(k);
+        if (!set) map.set(k, (set = new Set()));
+        set.add(id);
+      }
+    });
   }
 
   remove(id: string, keys: IndexKeys): void {
-    if (this.spec.unique) for (const k of keys.full) if (this.byFull.get(k) === id) this.byFull.delete(k);
-    for (const k of keys.first) {
-      const set = this.byFirst.get(k);
-      if (set && set.delete(id) && set.size === 0) this.byFirst.delete(k);
-    }
+    keys.prefixes.forEach((list, i) => {
+      const map = this.byPrefix[i];
+      for (const k of list) {
+        const set = map.get(k);
+        if (set && set.delete(id) && set.size === 0) map.delete(k);
+      }
+    });
   }
 
-  clear(): void {
-    this.byFirst.clear();
-    this.byFull.clear();
+  /**
+   * Id sets of documents that may match equality conditions on the longest
+   * usable prefix of this index, or undefined if the first field has none.
+   * Sets are returned unmerged so the caller can pick the cheapest index first.
+   */
+  lookup(eqs: Map<string, unknown[]>): Array<Set<string>> | undefined {
+    let combos: unknown[][] = [[]];
+    let len = 0;
+    for (const f of this.fields) {
+      const vals = eqs.get(f);
+      if (!vals || combos.length * vals.length > 1000) break;
+      combos = combos.flatMap((c) => vals.map((v) => [...c, v]));
+      len++;
+    }
+    if (len === 0) return undefined;
+    const map = this.byPrefix[len - 1];
+    return combos.map((c) => map.get(serializeKey(c))).filter((set): set is Set<string> => set !== undefined);
   }
 
   /** The E11000 error for a conflicting key tuple, in the server's exact shape. */

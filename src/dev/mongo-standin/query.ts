@@ -31,6 +31,17 @@ const UNSUPPORTED_QUERY_OPS: Record<string, string> = {
   $accumulator: '$accumulator (server-side JavaScript)',
 };
 
+const RANGE_OPS = new Set(['$gt', '$gte', '$lt', '$lte']);
+
+/**
+ * Decimal128 and Longs beyond 2^53 are compared by mingo as strings, which
+ * orders them wrongly; range queries and sorts on them are refused.
+ */
+function isWideNumber(v: unknown): boolean {
+  const t = v !== null && typeof v === 'object' ? (v as { _bsontype?: string })._bsontype : undefined;
+  return t === 'Decimal128' || t === 'Long';
+}
+
 /** Throws NotImplemented if the value uses any operator the stand-in rejects. */
 export function rejectUnsupportedOperators(value: unknown): void {
   if (Array.isArray(value)) {
@@ -38,6 +49,7 @@ export function rejectUnsupportedOperators(value: unknown): void {
   } else if (isPlainObject(value)) {
     for (const [k, v] of Object.entries(value)) {
       if (UNSUPPORTED_QUERY_OPS[k]) notImplemented(UNSUPPORTED_QUERY_OPS[k]);
+      if (RANGE_OPS.has(k) && isWideNumber(v)) notImplemented(`${k} with a Decimal128 or 64-bit integer operand`);
       rejectUnsupportedOperators(v);
     }
   }
@@ -95,6 +107,7 @@ export function sortDocs(docs: Doc[], sort: { keys: SortSpec; natural?: 1 | -1 }
     doc,
     key: sort.keys.map(([k]) => {
       const v = resolve(doc, k);
+      if (isWideNumber(v)) notImplemented(`sorting on Decimal128 or 64-bit integers beyond 2^53 ('${k}')`);
       return v === undefined ? null : v;
     }),
   });
@@ -129,7 +142,16 @@ export function projectDocs(docs: Doc[], projection: unknown, filter?: Doc): Doc
   rejectUnsupportedOperators(projection);
   // The positional projection (`a.$`) needs the query that selected the document.
   const positional = Object.keys(projection).some((k) => k.endsWith('.$'));
-  return new Query(positional && filter ? filter : {}, MINGO_OPTIONS).find<Doc>(docs, projection).all();
+  const out = new Query(positional && filter ? filter : {}, MINGO_OPTIONS).find<Doc>(docs, projection).all();
+  return out.length === docs.length ? out.map((d, i) => inSourceOrder(d, docs[i])) : out;
+}
+
+/** MongoDB keeps the stored field order (so `_id` first); mingo emits projection order. */
+function inSourceOrder(projected: Doc, source: Doc): Doc {
+  const ordered: Doc = {};
+  for (const k of Object.keys(source)) if (Object.hasOwn(projected, k)) ordered[k] = projected[k];
+  for (const k of Object.keys(projected)) if (!Object.hasOwn(ordered, k)) ordered[k] = projected[k];
+  return ordered;
 }
 
 export interface FindSpec {
@@ -190,7 +212,13 @@ export function needsClone(pipeline: Doc[]): boolean {
 
 export function runPipeline(docs: Doc[], pipeline: Doc[], resolveCollection: (name: string) => Doc[]): Doc[] {
   try {
-    return new Aggregator(pipeline, { ...MINGO_OPTIONS, collectionResolver: resolveCollection }).run<Doc>(docs);
+    const out = new Aggregator(pipeline, { ...MINGO_OPTIONS, collectionResolver: resolveCollection }).run<Doc>(docs);
+    // MongoDB emits _id first from $project/$group; mingo may append it last.
+    return out.map((d) => {
+      if (!isPlainObject(d) || !Object.hasOwn(d, '_id') || Object.keys(d)[0] === '_id') return d;
+      const { _id, ...rest } = d;
+      return { _id, ...rest };
+    });
   } catch (e) {
     const m = /unregistered pipeline operator (\$\w+)/.exec(e instanceof Error ? e.message : '');
     if (m) fail('Location40324', `Unrecognized pipeline stage name: '${m[1]}'`);

@@ -62,7 +62,13 @@ export class StandinServer {
       }
       for (const frame of frames) {
         if (socket.destroyed) return;
-        const reply = this.handle(frame, connectionId, remote);
+        let reply: Buffer | null | 'close';
+        try {
+          reply = this.handle(frame, connectionId, remote);
+        } catch (e) {
+          // Last resort (e.g. a reply that cannot be encoded): answer an error, never crash.
+          reply = this.internalError(frame, e);
+        }
         if (reply === 'close') {
           socket.destroy();
           return;
@@ -92,6 +98,17 @@ export class StandinServer {
       return msg.moreToCome ? null : encodeOpMsg(header.requestId, finish(reply));
     }
     return encodeOpReply(header.requestId, finish(this.legacyQuery(msg, connectionId, remote)));
+  }
+
+  private internalError(frame: Buffer, e: unknown): Buffer | null | 'close' {
+    try {
+      const header = readHeader(frame);
+      if (header.opCode === OP_MSG && opMsgFlags(frame) & 2) return null;
+      const reply = finish(new CommandError('InternalError', `mongo-standin: ${asCommandError(e).message}`).toReply());
+      return header.opCode === OP_QUERY ? encodeOpReply(header.requestId, reply) : encodeOpMsg(header.requestId, reply);
+    } catch {
+      return 'close';
+    }
   }
 
   /** OP_QUERY is only accepted for the initial hello/isMaster handshake, like MongoDB 6+. */

@@ -67,11 +67,6 @@ export class Collection {
     return this.docs.delete(id);
   }
 
-  clear(): void {
-    this.docs.clear();
-    this.secondary.forEach((idx) => idx.clear());
-  }
-
   /** Keys for every secondary index, throwing E11000 on a unique conflict. */
   private checkedKeys(doc: Doc, selfId: string | undefined): Array<IndexKeys | null> {
     return this.secondary.map((idx) => {
@@ -106,24 +101,26 @@ export class Collection {
 
   /**
    * Documents that can possibly match `filter`, using the _id map or an
-   * index on the first field of an equality / $in condition. Returns the
+   * index whose leading fields have equality / $in conditions. Returns the
    * whole collection when no index applies; the caller still applies the filter.
    */
   candidates(filter: Doc | undefined): Iterable<Doc> {
     const eqs = filter ? equalities(filter) : undefined;
     if (!eqs || eqs.size === 0) return this.docs.values();
-    const ids = eqs.get('_id');
-    if (ids) return ids.map((v) => this.docs.get(keyOf(v))).filter((d): d is Doc => d !== undefined);
-    let best: Set<string> | undefined;
+    const idValues = eqs.get('_id');
+    if (idValues) {
+      return [...new Set(idValues.map(keyOf))].map((k) => this.docs.get(k)).filter((d): d is Doc => d !== undefined);
+    }
+    let best: Array<Set<string>> | undefined;
+    let bestSize = Infinity;
     for (const idx of this.secondary) {
-      const values = idx.usableForLookup ? eqs.get(idx.fields[0]) : undefined;
-      if (!values) continue;
-      const hit = new Set<string>();
-      for (const v of values) idx.byFirst.get(keyOf(v))?.forEach((id) => hit.add(id));
-      if (!best || hit.size < best.size) best = hit;
+      const hit = idx.usableForLookup ? idx.lookup(eqs) : undefined;
+      const size = hit?.reduce((n, set) => n + set.size, 0) ?? Infinity;
+      if (hit && size < bestSize) [best, bestSize] = [hit, size];
     }
     if (!best) return this.docs.values();
-    return [...best].map((id) => this.docs.get(id)).filter((d): d is Doc => d !== undefined);
+    const ids = best.length === 1 ? best[0] : new Set(best.flatMap((set) => [...set]));
+    return [...ids].map((id) => this.docs.get(id)).filter((d): d is Doc => d !== undefined);
   }
 
   /** Lazily applies TTL indexes: removes documents whose expiry has passed. */

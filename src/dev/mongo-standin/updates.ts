@@ -4,7 +4,7 @@
 // query's equality fields.
 
 import { updateOne as mingoUpdateOne } from 'mingo';
-import { fail } from './errors.js';
+import { fail, notImplemented } from './errors.js';
 import { MINGO_OPTIONS, rejectUnsupportedOperators } from './query.js';
 import { clone, type Doc, formatValue, getPath, isNumeric, isPlainObject, keyOf, typeName } from './values.js';
 
@@ -139,6 +139,10 @@ function checkPaths(doc: Doc, ops: Doc, inserting: boolean): void {
           if (!isNumeric(value)) fail('TypeMismatch', `Cannot ${op === '$inc' ? 'increment' : 'multiply'} with non-numeric argument: {${path}: ${formatValue(value)}}`);
           if (current !== undefined && current !== null && !isNumeric(current)) {
             fail('TypeMismatch', `Cannot apply ${op} to a value of non-numeric type. ${idText} has the field '${path.split('.').pop()}' of non-numeric type ${typeName(current)}`);
+          }
+          // mingo's arithmetic only knows JS numbers; Decimal128 / huge Long would come out wrong.
+          if (typeof value !== 'number' || (current !== undefined && current !== null && typeof current !== 'number')) {
+            notImplemented(`${op} on Decimal128 or 64-bit integers beyond 2^53`);
           }
           break;
         case '$push':

@@ -85,6 +85,7 @@ export const createIndexes: Handler = ({ state, db, body }) => {
     const sameKey = known.find(
       (s) => keyOf(s.key) === keyOf(spec.key) && keyOf(s.partialFilterExpression) === keyOf(spec.partialFilterExpression),
     );
+    if (sameKey?.name === '_id_' && signature(sameKey) === signature(spec)) continue; // createIndex({_id: 1}) is a no-op
     if (sameKey) fail('IndexOptionsConflict', `Index already exists with a different name: ${sameKey.name}`);
     toBuild.push(spec);
   }

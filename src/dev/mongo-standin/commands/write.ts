@@ -67,6 +67,8 @@ interface UpdateOptions {
   upsert: boolean;
   arrayFilters?: Doc[];
   sort?: unknown;
+  /** Running counts, kept even when a later document of a multi-update fails. */
+  tally?: { n: number; nModified: number };
 }
 
 /** The core of update and findAndModify: match, apply, enforce indexes, or upsert. */
@@ -85,6 +87,7 @@ function updateMatching(req: Request, name: string, filter: Doc | undefined, spe
   if (spec.kind === 'replacement' && opts.multi) {
     fail('FailedToParse', 'multi update is not supported for replacement-style update');
   }
+  const tally = opts.tally ?? { n: 0, nModified: 0 };
   let nModified = 0;
   let after: Doc | undefined;
   for (const doc of targets) {
@@ -93,7 +96,9 @@ function updateMatching(req: Request, name: string, filter: Doc | undefined, spe
     if (res.modified) {
       coll!.replace(keyOf(doc._id), res.doc);
       nModified++;
+      tally.nModified++;
     }
+    tally.n++;
   }
   return { n: targets.length, nModified, before: targets[0], after };
 }
@@ -129,15 +134,23 @@ export const update: Handler = (req) => {
     checkCollation(raw.collation);
     checkHint(req.state.store.get(req.db, name), raw.hint);
     const filter = optionalDoc(raw, 'q') ?? {};
-    const res = updateMatching(req, name, filter, parseUpdate(raw.u), {
-      multi: !!raw.multi,
-      upsert: !!raw.upsert,
-      arrayFilters: arrayFilters(raw.arrayFilters),
-      sort: raw.sort,
-    });
-    n += res.n;
-    nModified += res.nModified;
-    if (res.upsertedId !== undefined) upserted.push({ index, _id: res.upsertedId });
+    const tally = { n: 0, nModified: 0 };
+    try {
+      const res = updateMatching(req, name, filter, parseUpdate(raw.u), {
+        multi: !!raw.multi,
+        upsert: !!raw.upsert,
+        arrayFilters: arrayFilters(raw.arrayFilters),
+        sort: raw.sort,
+        tally,
+      });
+      if (res.upsertedId !== undefined) {
+        tally.n++;
+        upserted.push({ index, _id: res.upsertedId });
+      }
+    } finally {
+      n += tally.n;
+      nModified += tally.nModified;
+    }
   });
   const reply: Doc = { n, nModified };
   if (upserted.length) reply.upserted = upserted;

@@ -1,0 +1,62 @@
+import { lookup as dnsLookup } from 'node:dns/promises';
+import ipaddr from 'ipaddr.js';
+
+/** Resolves a host name to every address it has; injectable so tests can play DNS. */
+export type Resolver = (hostname: string) => Promise<string[]>;
+
+export const systemResolver: Resolver = async (hostname) => (await dnsLookup(hostname, { all: true, verbatim: true })).map((entry) => entry.address);
+
+/** True when connecting to this address could reach something internal (loopback, private, metadata, ...). */
+export function isForbiddenAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return true;
+  let parsed = ipaddr.parse(address);
+  // ::ffff:127.0.0.1 is 127.0.0.1: judge the IPv4 inside.
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  // ipaddr.js names every special-purpose range (loopback, private, linkLocal incl. 169.254.169.254,
+  // uniqueLocal, carrierGradeNat, multicast, unspecified, reserved, ...); only plain unicast is public.
+  return parsed.range() !== 'unicast';
+}
+
+/**
+ * The SSRF guard for webhook targets: at subscribe time on every address the name resolves to, and
+ * at delivery time on the address actually connected to (see delivery's connector).
+ */
+export class TargetGuard {
+  constructor(
+    private readonly allowPrivate: boolean,
+    private readonly resolve: Resolver = systemResolver,
+  ) {}
+
+  get allowsPrivateTargets(): boolean {
+    return this.allowPrivate;
+  }
+
+  /** Why a URL may not be a webhook target, or undefined when it may. */
+  async problemWithUrl(raw: string): Promise<string | undefined> {
+    let url: URL;
+    try {
+      // WHATWG parsing also normalises decimal and octal IPv4 spellings (http://2130706433/ is 127.0.0.1).
+      url = new URL(raw);
+    } catch {
+      return 'is not a valid URL';
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'must be an http or https URL';
+    if (url.username || url.password) return 'must not contain credentials';
+    if (this.allowPrivate) return undefined;
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    let addresses: string[];
+    try {
+      addresses = ipaddr.isValid(host) ? [host] : await this.resolve(host);
+    } catch {
+      return 'host name does not resolve';
+    }
+    if (addresses.length === 0) return 'host name does not resolve';
+    if (addresses.some(isForbiddenAddress)) return 'resolves to a private, loopback or otherwise internal address';
+    return undefined;
+  }
+
+  /** For the connector: may a connection to this resolved address be opened? */
+  mayConnectTo(address: string): boolean {
+    return this.allowPrivate || !isForbiddenAddress(address);
+  }
+}

@@ -1,0 +1,69 @@
+import { Queue, Worker, type ConnectionOptions, type Job, type JobsOptions, type WorkerOptions } from 'bullmq';
+import type { EventEnvelope } from '../events/envelope.js';
+
+/** A webhook to send: for a REST hook subscription or an automation's `webhook` action. */
+export interface DeliveryJob {
+  event: EventEnvelope;
+  target: { kind: 'hook'; hook_id: string } | { kind: 'automation'; automation_id: string; url: string };
+}
+
+/** The one registry of queue names and the payload each carries; both ends are type-checked against it. */
+export interface JobPayloads {
+  /** Every task event, for the automation worker. */
+  automations: EventEnvelope;
+  /** Every event, fanned out by the hooks worker to the company's matching hooks. */
+  'hook-fanout': EventEnvelope;
+  /** One signed POST to one target. */
+  deliveries: DeliveryJob;
+}
+
+export type QueueName = keyof JobPayloads;
+export const EVENT_QUEUES = ['automations', 'hook-fanout'] as const satisfies readonly QueueName[];
+
+/** Completed jobs are kept a day, so a re-published event_id is still recognised and not run twice. */
+export const DEFAULT_JOB_OPTIONS: JobsOptions = {
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 1_000 },
+  removeOnComplete: { age: 24 * 3600, count: 200_000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+};
+
+export interface QueueSettings {
+  connection: ConnectionOptions;
+  prefix: string;
+  /** BullMQ lockDuration; a crashed worker's jobs are taken over after about this long. */
+  lockMs?: number;
+}
+
+export function createQueue<N extends QueueName>(name: N, settings: QueueSettings): Queue<JobPayloads[N], unknown, string> {
+  return new Queue<JobPayloads[N], unknown, string>(name, {
+    connection: settings.connection,
+    prefix: settings.prefix,
+    defaultJobOptions: DEFAULT_JOB_OPTIONS,
+  });
+}
+
+export type Processor<N extends QueueName> = (job: Job<JobPayloads[N]>) => Promise<unknown>;
+
+export function startWorker<N extends QueueName>(
+  name: N,
+  processor: Processor<N>,
+  settings: QueueSettings,
+  options: Partial<WorkerOptions> = {},
+): Worker<JobPayloads[N]> {
+  return new Worker<JobPayloads[N]>(name, processor, {
+    connection: settings.connection,
+    prefix: settings.prefix,
+    concurrency: 10,
+    lockDuration: settings.lockMs ?? 30_000,
+    stalledInterval: Math.max(500, Math.floor((settings.lockMs ?? 30_000) / 2)),
+    ...options,
+  });
+}
+
+/** Adds each event to every event queue with jobId = event_id, so a re-publish is a no-op. */
+export async function publishEvents(queues: Array<Queue<EventEnvelope, unknown, string>>, events: EventEnvelope[]): Promise<void> {
+  await Promise.all(
+    queues.map((queue) => queue.addBulk(events.map((event) => ({ name: event.type, data: event, opts: { jobId: event.event_id } })))),
+  );
+}

@@ -1,0 +1,117 @@
+import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
+import type { EventEnvelope } from '../events/envelope.js';
+import { OUTBOX_INDEX, outboxOnUpdate, type OutboxFields } from '../events/outbox.js';
+import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
+import type { TASK_PRIORITIES, TASK_TYPES } from './schemas.js';
+
+export interface TaskDoc extends OutboxFields {
+  _id: string;
+  company_id: string;
+  title: string;
+  due_at: Date;
+  assigned_to: string;
+  description: string | null;
+  priority: (typeof TASK_PRIORITIES)[number];
+  task_type: (typeof TASK_TYPES)[number];
+  item_id: string | null;
+  duration_minutes: number | null;
+  reminder_minutes: number | null;
+  notes: string | null;
+  is_completed: boolean;
+  created_by: string;
+  completed_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  /** Internal compare-and-set counter: every write is conditional on the revision it read. Not in the API. */
+  revision: number;
+  /** The due_at for which task.overdue already fired (null: not yet). Owned by the overdue scanner. */
+  overdue_fired_for: Date | null;
+}
+
+/** The fields a PATCH may write (completed_at follows is_completed). */
+export type TaskChanges = Partial<
+  Pick<TaskDoc, 'title' | 'due_at' | 'assigned_to' | 'description' | 'priority' | 'task_type' | 'item_id' | 'duration_minutes' | 'reminder_minutes' | 'notes' | 'is_completed' | 'completed_at'>
+>;
+
+export interface TaskListFilter {
+  is_completed?: boolean;
+  assigned_to?: string;
+  item_id?: string;
+  due_before?: Date;
+  due_after?: Date;
+  updated_after?: Date;
+  task_type?: TaskDoc['task_type'];
+  priority?: TaskDoc['priority'];
+  /** Open and past due at `now` (true), or the complement (false). */
+  overdue?: { value: boolean; now: Date };
+}
+
+const EQUALITY_FILTERS = ['is_completed', 'assigned_to', 'item_id', 'task_type', 'priority'] as const;
+
+export class TasksRepository {
+  readonly collection: Collection<TaskDoc>;
+
+  constructor(db: Db) {
+    this.collection = db.collection<TaskDoc>('tasks');
+  }
+
+  /** List indexes end in _id for keyset ties; the last one serves the overdue scanner. */
+  static async ensureIndexes(db: Db): Promise<void> {
+    await db.collection('tasks').createIndexes([
+      { key: { company_id: 1, due_at: 1, _id: 1 }, name: 'list_due_at' },
+      { key: { company_id: 1, created_at: 1, _id: 1 }, name: 'list_created_at' },
+      { key: { company_id: 1, assigned_to: 1, due_at: 1, _id: 1 }, name: 'list_assigned_to_due_at' },
+      { key: { company_id: 1, item_id: 1, due_at: 1, _id: 1 }, name: 'list_item_id_due_at' },
+      { key: { company_id: 1, is_completed: 1, due_at: 1, _id: 1 }, name: 'list_is_completed_due_at' },
+      { key: { company_id: 1, updated_at: 1, _id: 1 }, name: 'list_updated_at' },
+      { ...OUTBOX_INDEX },
+      { key: { is_completed: 1, overdue_fired_for: 1, due_at: 1 }, name: 'overdue_scan' },
+    ]);
+  }
+
+  async insert(doc: TaskDoc): Promise<void> {
+    await this.collection.insertOne(doc);
+  }
+
+  findById(companyId: string, taskId: string): Promise<TaskDoc | null> {
+    return this.collection.findOne({ company_id: companyId, _id: taskId }, { projection: { pending_events: 0 } });
+  }
+
+  /**
+   * The one write path of an update: matches only while the task still has the revision the caller
+   * read, so a concurrent writer makes it return null instead of being overwritten. Events ride along.
+   */
+  updateIfRevision(companyId: string, taskId: string, expectedRevision: number, changes: TaskChanges, updatedAt: Date, events: EventEnvelope[]): Promise<TaskDoc | null> {
+    const outbox = outboxOnUpdate(events);
+    const update: UpdateFilter<TaskDoc> = {
+      $set: { ...changes, updated_at: updatedAt, ...outbox.$set },
+      $inc: { revision: 1 },
+      $push: outbox.$push as never,
+    };
+    return this.collection.findOneAndUpdate({ company_id: companyId, _id: taskId, revision: expectedRevision }, update, {
+      returnDocument: 'after',
+      projection: { pending_events: 0 },
+    });
+  }
+
+  list(companyId: string, filter: TaskListFilter, sort: SortSpec, limit: number, cursor?: { value: number; id: string }): Promise<TaskDoc[]> {
+    const query: Filter<TaskDoc> = { company_id: companyId };
+    for (const field of EQUALITY_FILTERS) if (filter[field] !== undefined) query[field] = filter[field] as never;
+    const dueAt: Record<string, Date> = {};
+    if (filter.due_before) dueAt.$lt = filter.due_before;
+    if (filter.due_after) dueAt.$gt = filter.due_after;
+    if (filter.updated_after) query.updated_at = { $gt: filter.updated_after };
+    const clauses: Filter<TaskDoc>[] = [query];
+    if (Object.keys(dueAt).length > 0) clauses.push({ due_at: dueAt });
+    if (filter.overdue) {
+      const { value, now } = filter.overdue;
+      clauses.push(value ? { is_completed: false, due_at: { $lt: now } } : { $or: [{ is_completed: true }, { due_at: { $gte: now } }] });
+    }
+    if (cursor) clauses.push(afterCursor(sort, cursor) as Filter<TaskDoc>);
+    return this.collection
+      .find(clauses.length === 1 ? query : { $and: clauses }, { projection: { pending_events: 0 } })
+      .sort(mongoSort(sort))
+      .limit(limit)
+      .toArray();
+  }
+}

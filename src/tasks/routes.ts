@@ -1,0 +1,56 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { authOf } from '../auth/ext-auth.js';
+import { errorResponses, EXT_ERRORS } from '../http/responses.js';
+import { setNextPageHeaders } from '../shared/pagination.js';
+import { createTaskBody, listTasksQuery, taskSchema, updateTaskBody } from './schemas.js';
+
+const tags = ['tasks'];
+const taskParams = z.object({ task_id: z.string() });
+
+export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
+  const tasks = () => app.services.tasks;
+
+  app.get('/tasks', {
+    config: { scope: 'tasks:read' },
+    schema: {
+      tags,
+      summary: 'List tasks (keyset pagination; see Link and x-next-cursor)',
+      querystring: listTasksQuery,
+      response: { 200: z.array(taskSchema), ...errorResponses(...EXT_ERRORS) },
+    },
+  }, async (request, reply) => {
+    const page = await tasks().list(authOf(request), request.query);
+    setNextPageHeaders(request, reply, page.nextCursor);
+    return page.tasks;
+  });
+
+  app.get('/tasks/:task_id', {
+    config: { scope: 'tasks:read' },
+    schema: { tags, summary: 'Get a task', params: taskParams, response: { 200: taskSchema, ...errorResponses(...EXT_ERRORS, 404) } },
+  }, async (request) => tasks().get(authOf(request), request.params.task_id));
+
+  app.post('/tasks', {
+    config: { scope: 'tasks:write' },
+    schema: {
+      tags,
+      summary: 'Create a task (fires task.created, and task.completed when created completed)',
+      body: createTaskBody,
+      response: { 201: taskSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+    },
+  }, async (request, reply) => {
+    const task = await tasks().create(authOf(request), request.body);
+    return reply.code(201).send(task);
+  });
+
+  app.patch('/tasks/:task_id', {
+    config: { scope: 'tasks:write' },
+    schema: {
+      tags,
+      summary: 'Update a task (partial; fires task.updated, and task.completed on completion)',
+      params: taskParams,
+      body: updateTaskBody,
+      response: { 200: taskSchema, ...errorResponses(...EXT_ERRORS, 404, 413, 415) },
+    },
+  }, async (request) => tasks().update(authOf(request), request.params.task_id, request.body));
+};

@@ -1,0 +1,130 @@
+import { z } from 'zod';
+import { limitSchema } from '../shared/pagination.js';
+import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
+import type { TaskDoc } from './repository.js';
+
+export const TASK_PRIORITIES = ['none', 'low', 'medium', 'high', 'urgent'] as const;
+export const TASK_TYPES = ['to_do', 'call', 'email', 'meeting', 'follow_up'] as const;
+
+/** One entity schema; its keys are exactly the spec's Task table, in that order (DECISIONS.md section 8). */
+export const taskSchema = z
+  .object({
+    task_id: z.string(),
+    title: z.string(),
+    due_at: isoTimestampOutput,
+    assigned_to: z.string().describe('user_id of the assignee'),
+    description: z.string().nullable(),
+    priority: z.enum(TASK_PRIORITIES),
+    task_type: z.enum(TASK_TYPES),
+    item_id: z.string().nullable().describe('Linked item, null when none'),
+    duration_minutes: z.number().int().nullable(),
+    reminder_minutes: z.number().int().nullable(),
+    notes: z.string().nullable().describe('null when empty'),
+    is_completed: z.boolean(),
+    created_by: z.string().describe('user who created the API key used'),
+    completed_at: isoTimestampOutput.nullable().describe('null while not completed'),
+    created_at: isoTimestampOutput,
+    updated_at: isoTimestampOutput,
+  })
+  .meta({
+    id: 'Task',
+    example: {
+      task_id: 'tsk_6740b7a1c2d3e4f5a6b7c8d9', title: 'Call Acme about renewal', due_at: '2026-11-22T09:30:00.000Z',
+      assigned_to: 'usr_6740b7a1c2d3e4f5a6b7c8d0', description: null, priority: 'high', task_type: 'call',
+      item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d1', duration_minutes: 30, reminder_minutes: 15, notes: null, is_completed: false,
+      created_by: 'usr_6740b7a1c2d3e4f5a6b7c8d0', completed_at: null,
+      created_at: '2026-11-20T08:00:00.000Z', updated_at: '2026-11-20T08:00:00.000Z',
+    },
+  });
+
+export type TaskResponse = z.infer<typeof taskSchema>;
+
+const MAX_MINUTES = 525_600; // one year
+const minutes = z.number().int().min(0).max(MAX_MINUTES);
+const reference = z.string().min(1).max(100);
+const longText = z.string().max(10_000);
+const notes = longText.nullable().describe('an empty string is stored as null');
+
+/**
+ * Defaults (priority none, task_type to_do, assigned_to = the key's creator, ...) are applied by the
+ * service, not here, so callers without HTTP (the automation worker) can build a body directly.
+ */
+export const createTaskBody = z
+  .strictObject({
+    title: z.string().trim().min(1).max(500),
+    due_at: isoTimestampInput,
+    assigned_to: reference.optional().describe('user_id; defaults to the user who created the API key'),
+    description: longText.nullable().optional(),
+    priority: z.enum(TASK_PRIORITIES).optional().describe('default none'),
+    task_type: z.enum(TASK_TYPES).optional().describe('default to_do'),
+    item_id: reference.nullable().optional(),
+    duration_minutes: minutes.nullable().optional(),
+    reminder_minutes: minutes.nullable().optional(),
+    notes: notes.optional(),
+    is_completed: z.boolean().optional().describe('default false; true sets completed_at'),
+  })
+  .meta({ example: { title: 'Call Acme about renewal', due_at: '2026-11-22T10:30:00+01:00', priority: 'high', task_type: 'call' } });
+
+/** Any writable field; null clears an optional one. */
+export const updateTaskBody = z
+  .strictObject({
+    title: z.string().trim().min(1).max(500).optional(),
+    due_at: isoTimestampInput.optional(),
+    assigned_to: reference.optional(),
+    description: longText.nullable().optional(),
+    priority: z.enum(TASK_PRIORITIES).optional(),
+    task_type: z.enum(TASK_TYPES).optional(),
+    item_id: reference.nullable().optional(),
+    duration_minutes: minutes.nullable().optional(),
+    reminder_minutes: minutes.nullable().optional(),
+    notes: notes.optional(),
+    is_completed: z.boolean().optional().describe('false→true sets completed_at, true→false clears it'),
+  })
+  .meta({ example: { is_completed: true, notes: 'Signed.' } });
+
+export type CreateTaskBody = z.infer<typeof createTaskBody>;
+export type UpdateTaskBody = z.infer<typeof updateTaskBody>;
+
+export const TASK_SORTS = ['due_at', '-due_at', 'created_at', '-created_at'] as const;
+
+const booleanParam = z.enum(['true', 'false']).transform((value) => value === 'true');
+
+export const listTasksQuery = z.strictObject({
+  is_completed: booleanParam.optional(),
+  assigned_to: z.string().optional(),
+  item_id: z.string().optional(),
+  due_before: isoTimestampInput.optional(),
+  due_after: isoTimestampInput.optional(),
+  updated_after: isoTimestampInput.optional(),
+  task_type: z.enum(TASK_TYPES).optional(),
+  priority: z.enum(TASK_PRIORITIES).optional(),
+  // overdue=false is the exact complement (completed, or due_at not yet passed), so true and false partition the list.
+  overdue: booleanParam.optional().describe('true: open tasks whose due_at has passed; false: all others'),
+  sort: z.enum(TASK_SORTS).default('due_at'),
+  limit: limitSchema,
+  cursor: z.string().max(1_000).optional(),
+});
+
+export type ListTasksQuery = z.infer<typeof listTasksQuery>;
+
+/** The one mapping from a stored task to its API shape; internal fields (revision, outbox, overdue) never leave. */
+export function toTaskResponse(doc: TaskDoc): TaskResponse {
+  return {
+    task_id: doc._id,
+    title: doc.title,
+    due_at: toIso(doc.due_at),
+    assigned_to: doc.assigned_to,
+    description: doc.description,
+    priority: doc.priority,
+    task_type: doc.task_type,
+    item_id: doc.item_id,
+    duration_minutes: doc.duration_minutes,
+    reminder_minutes: doc.reminder_minutes,
+    notes: doc.notes,
+    is_completed: doc.is_completed,
+    created_by: doc.created_by,
+    completed_at: toIso(doc.completed_at),
+    created_at: toIso(doc.created_at),
+    updated_at: toIso(doc.updated_at),
+  };
+}

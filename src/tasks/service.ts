@@ -1,0 +1,156 @@
+import type { AuthContext } from '../auth/authenticator.js';
+import { buildEvent, diffResources, type EventEnvelope } from '../events/envelope.js';
+import { outboxOnInsert } from '../events/outbox.js';
+import type { EventPublisher } from '../events/publisher.js';
+import type { ItemsRepository } from '../items/repository.js';
+import { NotFoundError, UnavailableError, ValidationError, type FieldProblem } from '../shared/errors.js';
+import { newId } from '../shared/ids.js';
+import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
+import type { UsersRepository } from '../users/repository.js';
+import type { TaskChanges, TaskDoc, TasksRepository } from './repository.js';
+import { toTaskResponse, type CreateTaskBody, type ListTasksQuery, type TaskResponse, type UpdateTaskBody } from './schemas.js';
+
+// Each lost race means another writer won, so this bounds waiting under heavy contention on one task.
+const UPDATE_RETRIES = 25;
+
+export interface TasksServiceDeps {
+  tasks: TasksRepository;
+  users: UsersRepository;
+  items: ItemsRepository;
+  publisher: EventPublisher;
+  cursors: () => Promise<CursorCodec>;
+}
+
+/** Who acts: an API key's company and creator, or the automation that acts on their behalf. */
+export type TaskActor = Pick<AuthContext, 'companyId' | 'userId'>;
+
+export interface TaskWriteOptions {
+  /** Automation chain depth, put on every event the call records (DECISIONS.md section 9). */
+  depth?: number;
+  /**
+   * create only: the id to give the new task. A retried automation job passes the same id, so its
+   * second insert fails with a duplicate key instead of creating the task twice.
+   */
+  taskId?: string;
+}
+
+/** "null when empty" (spec): an empty or blank note is stored as null, on create and update alike. */
+function normaliseNotes(notes: string | null): string | null {
+  return notes === null || notes.trim() === '' ? null : notes;
+}
+
+/** The stored values a PATCH body leads to; completed_at follows is_completed (DECISIONS.md section 8). */
+function changesFrom(current: TaskDoc, body: UpdateTaskBody, now: Date): TaskChanges {
+  const { notes, is_completed: isCompleted, ...rest } = body;
+  // Absent and undefined are the same ("not supplied"); an undefined must never reach $set as null.
+  const changes = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as TaskChanges;
+  if (notes !== undefined) changes.notes = normaliseNotes(notes);
+  if (isCompleted !== undefined && isCompleted !== current.is_completed) {
+    changes.is_completed = isCompleted;
+    changes.completed_at = isCompleted ? now : null;
+  }
+  return changes;
+}
+
+export class TasksService {
+  constructor(private readonly deps: TasksServiceDeps) {}
+
+  /** assigned_to and item_id must resolve in the caller's company; every problem is reported at once. */
+  private async checkReferences(companyId: string, refs: { assigned_to?: string; item_id?: string | null }): Promise<void> {
+    const [user, item] = await Promise.all([
+      refs.assigned_to === undefined ? undefined : this.deps.users.findById(companyId, refs.assigned_to),
+      refs.item_id ? this.deps.items.findById(companyId, refs.item_id) : undefined,
+    ]);
+    const problems: FieldProblem[] = [];
+    if (user === null) problems.push({ path: 'assigned_to', message: 'is not a user of this company' });
+    if (item === null) problems.push({ path: 'item_id', message: 'is not an item of this company' });
+    if (problems.length > 0) throw new ValidationError(problems);
+  }
+
+  async create(actor: TaskActor, body: CreateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
+    const assignedTo = body.assigned_to ?? actor.userId;
+    await this.checkReferences(actor.companyId, { assigned_to: assignedTo, item_id: body.item_id });
+    const now = new Date();
+    const isCompleted = body.is_completed ?? false;
+    const doc: TaskDoc = {
+      _id: options.taskId ?? newId('task'),
+      company_id: actor.companyId,
+      title: body.title,
+      due_at: body.due_at,
+      assigned_to: assignedTo,
+      description: body.description ?? null,
+      priority: body.priority ?? 'none',
+      task_type: body.task_type ?? 'to_do',
+      item_id: body.item_id ?? null,
+      duration_minutes: body.duration_minutes ?? null,
+      reminder_minutes: body.reminder_minutes ?? null,
+      notes: normaliseNotes(body.notes ?? null),
+      is_completed: isCompleted,
+      created_by: actor.userId,
+      completed_at: isCompleted ? now : null,
+      created_at: now,
+      updated_at: now,
+      revision: 1,
+      overdue_fired_for: null,
+    };
+    const response = toTaskResponse(doc);
+    const eventOptions = { occurredAt: now, depth: options.depth };
+    const events = [buildEvent('task.created', actor.companyId, response, eventOptions)];
+    if (isCompleted) events.push(buildEvent('task.completed', actor.companyId, response, eventOptions));
+    await this.deps.tasks.insert({ ...doc, ...outboxOnInsert(events) });
+    this.deps.publisher.publishRecorded('tasks', doc._id, events);
+    return response;
+  }
+
+  async get(actor: TaskActor, taskId: string): Promise<TaskResponse> {
+    const doc = await this.deps.tasks.findById(actor.companyId, taskId);
+    if (!doc) throw new NotFoundError('Task');
+    return toTaskResponse(doc);
+  }
+
+  /**
+   * Partial update as a compare-and-set on the revision it read, retried on a lost race, so the
+   * completion transition and its events are never computed from a stale read. A no-op writes nothing.
+   */
+  async update(actor: TaskActor, taskId: string, body: UpdateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
+    await this.checkReferences(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id });
+    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+      const current = await this.deps.tasks.findById(actor.companyId, taskId);
+      if (!current) throw new NotFoundError('Task');
+      const now = new Date();
+      const next = changesFrom(current, body, now);
+      const before = toTaskResponse(current);
+      const after = toTaskResponse({ ...current, ...next, updated_at: now });
+      const changes = diffResources(before, after, ['updated_at']);
+      if (Object.keys(changes).length === 0) return before;
+
+      const eventOptions = { changes, occurredAt: now, depth: options.depth };
+      const events: EventEnvelope[] = [buildEvent('task.updated', actor.companyId, after, eventOptions)];
+      if (!current.is_completed && after.is_completed) events.push(buildEvent('task.completed', actor.companyId, after, eventOptions));
+      const saved = await this.deps.tasks.updateIfRevision(actor.companyId, taskId, current.revision, next, now, events);
+      if (saved) {
+        this.deps.publisher.publishRecorded('tasks', taskId, events);
+        return toTaskResponse(saved);
+      }
+    }
+    throw new UnavailableError('The task is being changed by many writers at once; retry shortly');
+  }
+
+  async list(actor: TaskActor, query: ListTasksQuery): Promise<{ tasks: TaskResponse[]; nextCursor?: string }> {
+    const sort = parseSort(query.sort);
+    const { cursor: rawCursor, limit, sort: _sort, overdue, ...filter } = query;
+    const codec = await this.deps.cursors();
+    // A cursor is only valid for the company, filters and sort it was issued for.
+    const scope = `tasks:${actor.companyId}:${JSON.stringify({ ...filter, overdue, sort: query.sort })}`;
+    const cursor = rawCursor ? codec.decode(rawCursor, scope) : undefined;
+    const rows = await this.deps.tasks.list(
+      actor.companyId,
+      { ...filter, ...(overdue === undefined ? {} : { overdue: { value: overdue, now: new Date() } }) },
+      sort,
+      limit + 1,
+      cursor,
+    );
+    const page = pageOf(rows, limit, (row) => row[sort.field as 'due_at' | 'created_at'], (value, id) => codec.encode({ scope, value, id }));
+    return { tasks: page.rows.map(toTaskResponse), nextCursor: page.nextCursor };
+  }
+}

@@ -1,0 +1,100 @@
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EventEnvelope } from '../../src/events/envelope.js';
+import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
+import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+import { waitFor } from '../helpers/wait.js';
+
+let t: TestApp;
+let tenant: Tenant;
+let automationsQueue: Queue<EventEnvelope>;
+let fanoutQueue: Queue<EventEnvelope>;
+
+beforeAll(async () => {
+  t = await buildTestApp({ RATE_LIMIT_MAX: '1000000' }, { publisher: true });
+  tenant = await createTenant(t.app);
+  automationsQueue = new Queue('automations', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
+  fanoutQueue = new Queue('hook-fanout', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
+});
+afterAll(async () => {
+  await automationsQueue?.close();
+  await fanoutQueue?.close();
+  await t?.close();
+});
+
+/** Events queued for a record, oldest first (no worker runs in this file, so they stay waiting). */
+async function queuedEvents(queue: Queue<EventEnvelope>, id: string): Promise<EventEnvelope[]> {
+  const jobs = await queue.getJobs(['waiting', 'active', 'completed', 'delayed', 'prioritized']);
+  return jobs
+    .map((job) => job.data)
+    .filter((event) => event.data.task_id === id || event.data.item_id === id)
+    .sort((a, b) => (a.event_id < b.event_id ? -1 : 1));
+}
+
+async function settle(collection: string, id: string) {
+  // The fast path clears the outbox once Redis accepted the events.
+  await waitFor(async () => !(await t.db.collection(collection).findOne({ _id: id as never }))?.outbox_pending, 5_000);
+}
+
+describe('events of task and item changes', () => {
+  it('each trigger fires exactly its events with correct changes; a no-op PATCH fires nothing', async () => {
+    const created = (await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Call', due_at: '2030-01-01T10:00:00Z' })).json();
+    const id = created.task_id;
+    await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { title: 'Call back' });
+    await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { title: 'Call back' }); // no-op
+    const completed = (await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { is_completed: true })).json();
+    await settle('tasks', id);
+    const events = await waitFor(async () => {
+      const found = await queuedEvents(automationsQueue, id);
+      return found.length >= 4 ? found : undefined;
+    });
+    expect(events?.map((event) => event.type)).toEqual(['task.created', 'task.updated', 'task.updated', 'task.completed']);
+    const [createdEvent, renamed, completion, completedEvent] = events!;
+    expect(createdEvent).toMatchObject({ company_id: tenant.companyId, data: created });
+    expect(createdEvent.changes).toBeUndefined();
+    expect(renamed.changes).toEqual({ title: { from: 'Call', to: 'Call back' } });
+    expect(completion.changes).toEqual({
+      is_completed: { from: false, to: true },
+      completed_at: { from: null, to: completed.completed_at },
+    });
+    expect(completedEvent.data).toEqual(completed);
+    expect(new Set(events!.map((event) => event.event_id)).size).toBe(4);
+    expect((await queuedEvents(fanoutQueue, id)).map((event) => event.event_id)).toEqual(events!.map((event) => event.event_id));
+    const stored = await t.db.collection('tasks').findOne({ _id: id });
+    expect(stored?.pending_events ?? []).toEqual([]);
+  });
+
+  it('item changes go to the hook fan-out with item.created and item.updated', async () => {
+    const item = await createItem(t.app, tenant);
+    await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { stage_id: tenant.stageIds[1] });
+    await settle('items', item.item_id);
+    const events = await waitFor(async () => {
+      const found = await queuedEvents(fanoutQueue, item.item_id);
+      return found.length >= 2 ? found : undefined;
+    });
+    expect(events?.map((event) => event.type)).toEqual(['item.created', 'item.updated']);
+    expect(events?.[1].changes).toEqual({ stage: { from: tenant.stageIds[0], to: tenant.stageIds[1] } });
+  });
+});
+
+describe('the relay', () => {
+  it('publishes what the API left in the outbox, once, and clears it', async () => {
+    const quiet = await buildTestApp({}, {}); // no fast path: everything waits for the relay
+    const own = await createTenant(quiet.app);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await ext(quiet.app, own.key, 'POST', '/tasks', { title: `t${i}`, due_at: '2030-01-01T10:00:00Z' })).json().task_id);
+    expect(await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(5);
+    const queue = new Queue<EventEnvelope>('automations', { connection: quiet.redis, prefix: quiet.config.QUEUE_PREFIX });
+    const relay = await startTestWorkers(quiet.config, quiet.db, ['relay']);
+    try {
+      await waitFor(async () => (await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })) === 0);
+      const jobs = await queue.getJobs(['waiting']);
+      expect(jobs.map((job) => job.data.data.task_id).sort()).toEqual([...ids].sort());
+      expect(jobs.every((job) => job.id === job.data.event_id)).toBe(true);
+    } finally {
+      await relay.close();
+      await queue.close();
+      await quiet.close();
+    }
+  });
+});
