@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault, type RouteOptions } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   serializerCompiler,
@@ -16,6 +16,12 @@ import type { Config } from './config.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { extApi } from './http/ext-api.js';
 import { opsRoutes } from './ops/routes.js';
+import { registerQueueBoard } from './ops/queue-board.js';
+import { registerRequestObservation } from './http/observation.js';
+import { createQueue, QUEUE_NAMES } from './shared/queues.js';
+import { trackOutbox, trackQueues } from './shared/metrics.js';
+import apiReference from '@scalar/fastify-api-reference';
+import { registerOpenApi, registerOpenApiRoutes } from './http/openapi.js';
 import { SlidingWindowLimiter } from './ratelimit/sliding-window.js';
 import { createRepositories, type Repositories } from './repositories.js';
 import { createDomainServices } from './services.js';
@@ -62,6 +68,8 @@ declare module 'fastify' {
     deps: AppDeps;
     repos: Repositories;
     services: Services;
+    /** Every route as registered, for checks such as "each route declares its responses". */
+    routeTable: RouteOptions[];
   }
 }
 
@@ -82,11 +90,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     },
     return503OnClosing: true,
+    // One log line per request is written in onResponse instead (with company and key ids).
+    logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
   }).withTypeProvider<ZodTypeProvider>();
 
   // Stage 1: infrastructure.
   app.decorate('deps', deps);
+  const routeTable: RouteOptions[] = [];
+  app.addHook('onRoute', (route) => void routeTable.push(route));
+  app.decorate('routeTable', routeTable);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   // JSON only (DECISIONS.md section 1): anything else with a body is 415.
@@ -95,18 +108,29 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     reply.header('x-request-id', request.id);
   });
   registerErrorHandling(app);
+  registerRequestObservation(app);
 
   // Stage 2: shared decorators.
   const repos = createRepositories(deps.db);
   const services = createServices(deps, repos, logger);
   app.decorate('repos', repos);
   app.decorate('services', services);
+  const queues = QUEUE_NAMES.map((name) => createQueue(name, { connection: deps.redis, prefix: deps.config.QUEUE_PREFIX }));
+  // Queue handles for the board and the depth metrics; outages surface there, never as a crash.
+  for (const queue of queues) queue.on('error', () => {});
+  const untrack = [trackQueues(queues), trackOutbox(deps.db)];
   app.addHook('onClose', async () => {
+    untrack.forEach((stop) => stop());
     await services.lastUsed.close();
+    await Promise.all(queues.map((queue) => queue.close()));
   });
 
-  // Stage 3: routes.
+  // Stage 3: routes, with the OpenAPI document collecting them as they register.
+  await registerOpenApi(app);
   await app.register(opsRoutes);
+  registerOpenApiRoutes(app);
+  await registerQueueBoard(app, queues);
+  await app.register(apiReference, { routePrefix: '/docs', configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API' } });
   await app.register(adminApi, { prefix: '/v1/admin' });
   await app.register(extApi, { prefix: '/v1/ext' });
 

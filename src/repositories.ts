@@ -7,6 +7,9 @@ import { ItemsRepository } from './items/repository.js';
 import { IdempotencyRepository } from './idempotency/repository.js';
 import { AutomationsRepository } from './automations/repository.js';
 import { TasksRepository } from './tasks/repository.js';
+import { HooksRepository } from './hooks/repository.js';
+import { DeliveriesRepository } from './hooks/deliveries.repository.js';
+import { WebhookSecretsRepository } from './hooks/webhook-secrets.repository.js';
 
 /** One repository per collection; the only code that touches that collection. */
 export function createRepositories(db: Db) {
@@ -19,6 +22,9 @@ export function createRepositories(db: Db) {
     tasks: new TasksRepository(db),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
+    hooks: new HooksRepository(db),
+    deliveries: new DeliveriesRepository(db),
+    webhookSecrets: new WebhookSecretsRepository(db),
   };
 }
 
@@ -34,4 +40,6 @@ export async function ensureIndexes(db: Db): Promise<void> {
   await TasksRepository.ensureIndexes(db);
   await IdempotencyRepository.ensureIndexes(db);
   await AutomationsRepository.ensureIndexes(db);
+  await HooksRepository.ensureIndexes(db);
+  await DeliveriesRepository.ensureIndexes(db);
 }

@@ -13,7 +13,7 @@ export const startAutomations: RoleStarter = async ({ config, db, logger }) => {
   // Events the actions cause are published like the API's: fast path, outbox as the safety net.
   const publishConnection = new Redis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   publishConnection.on('error', () => {});
-  const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS };
+  const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
   const publisher = new QueueEventPublisher(db, { connection: publishConnection, prefix: config.QUEUE_PREFIX }, logger);
   const repos = createRepositories(db);
   const services = createDomainServices(db, repos, publisher);
@@ -29,8 +29,6 @@ export const startAutomations: RoleStarter = async ({ config, db, logger }) => {
     });
     return { ran };
   }, settings);
-  worker.on('error', (error) => logger.warn({ err: error }, 'automations worker connection error'));
-  worker.on('failed', (job, error) => logger.warn({ err: error, job_id: job?.id, attempts: job?.attemptsMade }, 'automation job failed'));
 
   return {
     async close() {

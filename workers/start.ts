@@ -1,14 +1,19 @@
 import type { Db } from 'mongodb';
 import type { Config, WorkerRole } from '../src/config.js';
 import type { Logger } from '../src/shared/logger.js';
+import type { Resolver } from '../src/hooks/target-guard.js';
 import { ensureIndexes } from '../src/repositories.js';
 import { startAutomations } from './automations.js';
+import { startHooks } from './hooks.js';
+import { startOverdue } from './overdue.js';
 import { startRelay } from './relay.js';
 
 export interface WorkerContext {
   config: Config;
   db: Db;
   logger: Logger;
+  /** DNS for the webhook SSRF guard at delivery time; tests inject their own. */
+  resolver?: Resolver;
 }
 
 export interface RunningRole {
@@ -22,6 +27,8 @@ export type RoleStarter = (context: WorkerContext) => Promise<RunningRole>;
 const ROLES: Partial<Record<WorkerRole, RoleStarter>> = {
   relay: startRelay,
   automations: startAutomations,
+  hooks: startHooks,
+  overdue: startOverdue,
 };
 
 export async function startWorkers(context: WorkerContext): Promise<RunningRole> {

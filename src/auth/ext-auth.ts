@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
+import { rateLimitRejections } from '../shared/metrics.js';
 import { InsufficientScopeError, RateLimitedError, UnauthorizedError } from '../shared/errors.js';
 import { UnknownApiKeyError, type ApiKeyAuthenticator, type AuthContext } from './authenticator.js';
 import type { FailedAuthThrottle } from './failed-auth-throttle.js';
@@ -27,7 +28,10 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
   return async function authenticateExtRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const presented = request.headers['x-api-key'];
     const blockedFor = deps.failedAuthThrottle.blockedFor(request.ip);
-    if (blockedFor !== undefined) throw new RateLimitedError(blockedFor, 'Too many failed authentication attempts');
+    if (blockedFor !== undefined) {
+      rateLimitRejections.inc({ reason: 'failed_auth' });
+      throw new RateLimitedError(blockedFor, 'Too many failed authentication attempts');
+    }
 
     let auth: AuthContext;
     try {
@@ -36,7 +40,10 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
       // Only a well-formed key that matches nothing looks like guessing; missing or revoked keys do not count.
       if (error instanceof UnknownApiKeyError) {
         const wait = await deps.failedAuthThrottle.recordFailure(request.ip);
-        if (wait !== undefined) throw new RateLimitedError(wait, 'Too many failed authentication attempts');
+        if (wait !== undefined) {
+          rateLimitRejections.inc({ reason: 'failed_auth' });
+          throw new RateLimitedError(wait, 'Too many failed authentication attempts');
+        }
       }
       throw error;
     }
@@ -51,7 +58,10 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
       'ratelimit-reset': String(decision.resetSeconds),
       'ratelimit-policy': deps.rateLimiter.policy,
     });
-    if (!decision.allowed) throw new RateLimitedError(decision.resetSeconds);
+    if (!decision.allowed) {
+      rateLimitRejections.inc({ reason: 'api_key' });
+      throw new RateLimitedError(decision.resetSeconds);
+    }
 
     const required = request.routeOptions.config.scope;
     if (required && !auth.scopes.has(required)) throw new InsufficientScopeError(required);

@@ -1,6 +1,11 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
 
+/** Thrown by the delivery connector when a target resolves to an address it may not connect to. */
+export class ForbiddenTargetError extends Error {
+  readonly code = 'ERR_FORBIDDEN_TARGET';
+}
+
 /** Resolves a host name to every address it has; injectable so tests can play DNS. */
 export type Resolver = (hostname: string) => Promise<string[]>;
 
@@ -58,5 +63,20 @@ export class TargetGuard {
   /** For the connector: may a connection to this resolved address be opened? */
   mayConnectTo(address: string): boolean {
     return this.allowPrivate || !isForbiddenAddress(address);
+  }
+
+  /**
+   * For the delivery connector: resolves the host (again, at connect time) and returns the address
+   * to connect to, so the check and the connection use the same address and DNS that changed since
+   * subscribe time cannot steer a delivery inside. Throws ForbiddenTargetError when any address is forbidden.
+   */
+  async addressToConnect(hostname: string): Promise<string> {
+    const host = hostname.replace(/^\[|\]$/g, '');
+    const addresses = ipaddr.isValid(host) ? [host] : await this.resolve(host);
+    const address = addresses[0];
+    if (address === undefined) throw new Error(`${host} does not resolve`);
+    const forbidden = addresses.find((candidate) => !this.mayConnectTo(candidate));
+    if (forbidden !== undefined) throw new ForbiddenTargetError(`${host} resolves to ${forbidden}, a private, loopback or otherwise internal address`);
+    return address;
   }
 }

@@ -3,6 +3,7 @@ import { createExtAuthHook } from '../auth/ext-auth.js';
 import { pipelinesRoutes } from '../pipelines/routes.js';
 import { itemsRoutes } from '../items/routes.js';
 import { tasksRoutes } from '../tasks/routes.js';
+import { hooksRoutes } from '../hooks/routes.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
 
 /** Everything under `/v1/ext/`: one auth hook and idempotency for all routes, then the features. */
@@ -12,4 +13,5 @@ export const extApi: FastifyPluginAsyncZod = async (app) => {
   await app.register(pipelinesRoutes);
   await app.register(itemsRoutes);
   await app.register(tasksRoutes);
+  await app.register(hooksRoutes);
 };

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { pingMongo } from '../shared/mongo.js';
 import { isRedisReady } from '../shared/redis.js';
+import { metricsRegistry } from '../shared/metrics.js';
 
 const dependencyState = z.enum(['ok', 'down']);
 const readinessSchema = z.object({
@@ -15,6 +16,11 @@ export const opsRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get('/healthz', { schema: { hide: true, response: { 200: z.object({ status: z.literal('ok') }) } } }, async () => ({
     status: 'ok' as const,
   }));
+
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    reply.type(metricsRegistry.contentType);
+    return metricsRegistry.metrics();
+  });
 
   // Ready while MongoDB answers; Redis is reported but does not make the process unready,
   // because the API keeps serving through a Redis outage (DECISIONS.md section 4).

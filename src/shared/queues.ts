@@ -1,5 +1,6 @@
 import { Queue, Worker, type ConnectionOptions, type Job, type JobsOptions, type WorkerOptions } from 'bullmq';
 import type { EventEnvelope } from '../events/envelope.js';
+import type { Logger } from './logger.js';
 
 /** A webhook to send: for a REST hook subscription or an automation's `webhook` action. */
 export interface DeliveryJob {
@@ -18,6 +19,7 @@ export interface JobPayloads {
 }
 
 export type QueueName = keyof JobPayloads;
+export const QUEUE_NAMES: QueueName[] = ['automations', 'hook-fanout', 'deliveries'];
 export const EVENT_QUEUES = ['automations', 'hook-fanout'] as const satisfies readonly QueueName[];
 
 /** Completed jobs are kept a day, so a re-published event_id is still recognised and not run twice. */
@@ -33,6 +35,8 @@ export interface QueueSettings {
   prefix: string;
   /** BullMQ lockDuration; a crashed worker's jobs are taken over after about this long. */
   lockMs?: number;
+  /** Workers log each job's outcome here (job id, queue, attempt). */
+  logger?: Logger;
 }
 
 export function createQueue<N extends QueueName>(name: N, settings: QueueSettings): Queue<JobPayloads[N], unknown, string> {
@@ -51,7 +55,7 @@ export function startWorker<N extends QueueName>(
   settings: QueueSettings,
   options: Partial<WorkerOptions> = {},
 ): Worker<JobPayloads[N]> {
-  return new Worker<JobPayloads[N]>(name, processor, {
+  const worker = new Worker<JobPayloads[N]>(name, processor, {
     connection: settings.connection,
     prefix: settings.prefix,
     concurrency: 10,
@@ -59,6 +63,16 @@ export function startWorker<N extends QueueName>(
     stalledInterval: Math.max(500, Math.floor((settings.lockMs ?? 30_000) / 2)),
     ...options,
   });
+  const logger = settings.logger;
+  if (logger) {
+    worker.on('completed', (job) => logger.debug({ queue: name, job_id: job.id, attempt: job.attemptsMade, outcome: 'completed' }, 'job'));
+    worker.on('failed', (job, error) =>
+      logger.warn({ queue: name, job_id: job?.id, attempt: job?.attemptsMade, outcome: 'failed', err: error }, 'job'),
+    );
+    worker.on('stalled', (jobId) => logger.warn({ queue: name, job_id: jobId, outcome: 'stalled' }, 'job'));
+    worker.on('error', (error) => logger.warn({ queue: name, err: error }, 'worker connection error'));
+  }
+  return worker;
 }
 
 /** Adds each event to every event queue with jobId = event_id, so a re-publish is a no-op. */

@@ -28,9 +28,9 @@ export interface TaskDoc extends OutboxFields {
   overdue_fired_for: Date | null;
 }
 
-/** The fields a PATCH may write (completed_at follows is_completed). */
+/** The fields a PATCH may write (completed_at follows is_completed; overdue_fired_for is reset by a due_at change). */
 export type TaskChanges = Partial<
-  Pick<TaskDoc, 'title' | 'due_at' | 'assigned_to' | 'description' | 'priority' | 'task_type' | 'item_id' | 'duration_minutes' | 'reminder_minutes' | 'notes' | 'is_completed' | 'completed_at'>
+  Pick<TaskDoc, 'title' | 'due_at' | 'assigned_to' | 'description' | 'priority' | 'task_type' | 'item_id' | 'duration_minutes' | 'reminder_minutes' | 'notes' | 'is_completed' | 'completed_at' | 'overdue_fired_for'>
 >;
 
 export interface TaskListFilter {

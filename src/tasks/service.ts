@@ -49,6 +49,8 @@ function changesFrom(current: TaskDoc, body: UpdateTaskBody, now: Date): TaskCha
     changes.is_completed = isCompleted;
     changes.completed_at = isCompleted ? now : null;
   }
+  // A new due time re-arms task.overdue (DECISIONS.md section 9); reopening alone does not.
+  if (changes.due_at && changes.due_at.getTime() !== current.due_at.getTime()) changes.overdue_fired_for = null;
   return changes;
 }
 

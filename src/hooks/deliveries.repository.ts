@@ -1,0 +1,94 @@
+import type { Collection, Db } from 'mongodb';
+import type { EventEnvelope, EventType } from '../events/envelope.js';
+
+export interface DeliveryAttempt {
+  attempt: number;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+  succeeded: boolean;
+  next_retry_at: Date | null;
+  attempted_at: Date;
+}
+
+/** One event to one target, with its attempts; the envelope is kept so it can be sent again. */
+export interface DeliveryDoc {
+  /** `${hook_id}:${event_id}` for hooks, the delivery job id for automation webhooks. */
+  _id: string;
+  company_id: string;
+  hook_id: string | null;
+  automation_id: string | null;
+  event_id: string;
+  event_type: EventType;
+  event: EventEnvelope;
+  /** The latest attempts of this delivery, oldest first (capped). */
+  attempts: DeliveryAttempt[];
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type DeliveryTarget = { hook_id: string; automation_id: null } | { hook_id: null; automation_id: string };
+export type ListedAttempt = DeliveryAttempt & { event_id: string; event_type: EventType };
+
+/** Attempts kept per delivery (retries plus redeliveries); history per hook is bounded by the list limit and the TTL. */
+const ATTEMPTS_PER_DELIVERY = 50;
+/** Delivery records (and the envelopes in them) are kept this long after their last attempt. */
+const RETENTION_SECONDS = 30 * 24 * 3600;
+
+export function hookDeliveryKey(hookId: string, eventId: string): string {
+  return `${hookId}:${eventId}`;
+}
+
+/** The only code that touches `deliveries`. */
+export class DeliveriesRepository {
+  private readonly deliveries: Collection<DeliveryDoc>;
+
+  constructor(db: Db) {
+    this.deliveries = db.collection<DeliveryDoc>('deliveries');
+  }
+
+  static async ensureIndexes(db: Db): Promise<void> {
+    await db.collection('deliveries').createIndexes([
+      { key: { company_id: 1, hook_id: 1, updated_at: -1 }, name: 'hook_recent' },
+      { key: { updated_at: 1 }, name: 'retention', expireAfterSeconds: RETENTION_SECONDS },
+    ]);
+  }
+
+  /** Appends one attempt, creating the record (with the envelope) on the first. */
+  async recordAttempt(key: string, target: DeliveryTarget, event: EventEnvelope, attempt: DeliveryAttempt): Promise<void> {
+    await this.deliveries.updateOne(
+      { _id: key },
+      {
+        $setOnInsert: { company_id: event.company_id, ...target, event_id: event.event_id, event_type: event.type, event, created_at: attempt.attempted_at },
+        $set: { updated_at: attempt.attempted_at },
+        $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
+      },
+      { upsert: true },
+    );
+  }
+
+  /**
+   * The hook's latest attempts, newest first. Each of the `limit` most recently attempted deliveries
+   * holds at least one of the `limit` newest attempts, so reading those deliveries is enough.
+   */
+  async recentAttempts(companyId: string, hookId: string, limit: number): Promise<ListedAttempt[]> {
+    const docs = await this.deliveries
+      .find({ company_id: companyId, hook_id: hookId }, { projection: { event: 0 } })
+      .sort({ updated_at: -1, _id: -1 })
+      .limit(limit)
+      .toArray();
+    return docs
+      .flatMap((doc) => doc.attempts.map((attempt) => ({ ...attempt, event_id: doc.event_id, event_type: doc.event_type })))
+      .sort((a, b) => b.attempted_at.getTime() - a.attempted_at.getTime() || b.attempt - a.attempt)
+      .slice(0, limit);
+  }
+
+  async findHookEvent(companyId: string, hookId: string, eventId: string): Promise<EventEnvelope | null> {
+    const doc = await this.deliveries.findOne({ _id: hookDeliveryKey(hookId, eventId), company_id: companyId, hook_id: hookId }, { projection: { event: 1 } });
+    return doc?.event ?? null;
+  }
+
+  async deleteForHook(companyId: string, hookId: string): Promise<void> {
+    await this.deliveries.deleteMany({ company_id: companyId, hook_id: hookId });
+  }
+}

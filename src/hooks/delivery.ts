@@ -1,0 +1,106 @@
+import type { Logger } from '../shared/logger.js';
+import type { DeliveryJob } from '../shared/queues.js';
+import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
+import type { HooksRepository } from './repository.js';
+import { DISABLE_AFTER_FAILING_MS, retryDelay } from './retry-policy.js';
+import type { SendResult, WebhookRequest } from './sender.js';
+import { signedHeaders, webhookBody } from './signing.js';
+import type { WebhookSecretsRepository } from './webhook-secrets.repository.js';
+
+export interface DeliveryDeps {
+  hooks: HooksRepository;
+  deliveries: DeliveriesRepository;
+  secrets: WebhookSecretsRepository;
+  send(webhook: WebhookRequest): Promise<SendResult>;
+  maxAttempts: number;
+  backoffMs: number;
+  logger: Logger;
+  now?: () => Date;
+  random?: () => number;
+}
+
+/** What the queue wiring does next: nothing, or try again after `delayMs`. */
+export type DeliveryOutcome =
+  | { outcome: 'delivered' }
+  | { outcome: 'retry'; delayMs: number }
+  | { outcome: 'gave_up'; reason: string }
+  | { outcome: 'skipped'; reason: string };
+
+interface Target {
+  url: string;
+  secret: string;
+  /** Id of the delivery record the attempt is added to. */
+  key: string;
+  owner: DeliveryTarget;
+}
+
+async function resolveTarget(job: DeliveryJob, jobId: string, deps: DeliveryDeps): Promise<Target | string> {
+  const { event, target } = job;
+  if (target.kind === 'automation') {
+    // Automation webhooks are signed with the company's webhook secret (see webhook-secrets.repository.ts).
+    const secret = await deps.secrets.forCompany(event.company_id);
+    return { url: target.url, secret, key: jobId, owner: { hook_id: null, automation_id: target.automation_id } };
+  }
+  const hook = await deps.hooks.findById(event.company_id, target.hook_id);
+  if (!hook) return 'hook deleted';
+  if (hook.disabled_at) return 'hook disabled';
+  return { url: hook.target_url, secret: hook.secret, key: hookDeliveryKey(hook._id, event.event_id), owner: { hook_id: hook._id, automation_id: null } };
+}
+
+/**
+ * One attempt to deliver one event to one target (DECISIONS.md section 9): sign, POST, record the
+ * attempt, and decide what follows. 2xx succeeds; 410 deletes the hook; anything else is retried
+ * with backoff until `maxAttempts`, and a hook whose deliveries have all failed for 5 days is disabled.
+ * Idempotent enough for at-least-once jobs: a re-run sends again under the same `webhook-id`.
+ */
+export async function deliverWebhook(job: DeliveryJob, context: { jobId: string; attempt: number }, deps: DeliveryDeps): Promise<DeliveryOutcome> {
+  const now = deps.now ?? (() => new Date());
+  const { event } = job;
+  const target = await resolveTarget(job, context.jobId, deps);
+  const log = deps.logger.child({ event_id: event.event_id, attempt: context.attempt, ...(typeof target === 'string' ? {} : target.owner) });
+  if (typeof target === 'string') {
+    log.info({ outcome: 'skipped', reason: target }, 'webhook not sent');
+    return { outcome: 'skipped', reason: target };
+  }
+
+  const attemptedAt = now();
+  const body = webhookBody(event);
+  const result = await deps.send({ url: target.url, headers: signedHeaders(target.secret, event.event_id, body, attemptedAt), body });
+  const statusCode = result.kind === 'response' ? result.statusCode : null;
+  const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
+  const hookId = target.owner.hook_id;
+
+  let decision: DeliveryOutcome;
+  if (succeeded) {
+    if (hookId) await deps.hooks.recordSuccess(event.company_id, hookId);
+    decision = { outcome: 'delivered' };
+  } else if (statusCode === 410 && hookId) {
+    // The receiver unsubscribed: the hook and its history go; nothing more is sent to it.
+    await deps.hooks.delete(event.company_id, hookId);
+    await deps.deliveries.deleteForHook(event.company_id, hookId);
+    log.info({ outcome: 'hook_deleted', status_code: 410, duration_ms: result.durationMs }, 'receiver answered 410 Gone; hook deleted');
+    return { outcome: 'gave_up', reason: 'gone' };
+  } else {
+    const disabled = hookId ? await deps.hooks.recordFailure(event.company_id, hookId, attemptedAt, new Date(attemptedAt.getTime() - DISABLE_AFTER_FAILING_MS)) : false;
+    if (disabled) decision = { outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries' };
+    else if (statusCode === 410) decision = { outcome: 'gave_up', reason: 'gone' };
+    else if (context.attempt >= deps.maxAttempts) decision = { outcome: 'gave_up', reason: 'attempts exhausted' };
+    else decision = { outcome: 'retry', delayMs: retryDelay(context.attempt, deps.backoffMs, result.kind === 'response' ? result : { statusCode: null }, attemptedAt, deps.random) };
+  }
+
+  const error = result.kind === 'error' ? result.error : statusCode! >= 300 && statusCode! < 400 ? 'redirect not followed' : null;
+  await deps.deliveries.recordAttempt(target.key, target.owner, event, {
+    attempt: context.attempt,
+    status_code: statusCode,
+    error,
+    duration_ms: result.durationMs,
+    succeeded,
+    next_retry_at: decision.outcome === 'retry' ? new Date(now().getTime() + decision.delayMs) : null,
+    attempted_at: attemptedAt,
+  });
+  log[succeeded ? 'info' : 'warn'](
+    { ...decision, status_code: statusCode, error, duration_ms: result.durationMs, origin: new URL(target.url).origin },
+    succeeded ? 'webhook delivered' : 'webhook attempt failed',
+  );
+  return decision;
+}

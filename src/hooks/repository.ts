@@ -1,0 +1,93 @@
+import type { Collection, Db } from 'mongodb';
+import type { EventType } from '../events/envelope.js';
+import { isDuplicateKeyError } from '../shared/mongo.js';
+
+/** An event type, or `*` for every type. */
+export type HookEvent = EventType | '*';
+
+export interface HookDoc {
+  _id: string;
+  company_id: string;
+  target_url: string;
+  event: HookEvent;
+  /** `whsec_...`; needed in clear to sign, returned to the subscriber only at creation. */
+  secret: string;
+  created_at: Date;
+  /** Set when deliveries failed for 5 days; fan-out skips the hook until it is re-enabled. */
+  disabled_at: Date | null;
+  /** Start of the current run of failed attempts; null after any success. */
+  failing_since: Date | null;
+}
+
+/** The only code that touches `hooks`; every method is scoped by company. */
+export class HooksRepository {
+  private readonly hooks: Collection<HookDoc>;
+
+  constructor(db: Db) {
+    this.hooks = db.collection<HookDoc>('hooks');
+  }
+
+  static async ensureIndexes(db: Db): Promise<void> {
+    await db.collection('hooks').createIndexes([
+      // One subscription per (company, target, event): subscribing again re-enables it instead of doubling deliveries.
+      { key: { company_id: 1, target_url: 1, event: 1 }, name: 'company_target_event', unique: true },
+      { key: { company_id: 1, event: 1 }, name: 'company_event' },
+    ]);
+  }
+
+  /** Creates the subscription, or re-enables the existing one for the same target and event. */
+  async subscribe(fresh: HookDoc): Promise<HookDoc> {
+    const { company_id, target_url, event, disabled_at, failing_since, ...onInsert } = fresh;
+    const upsert = () =>
+      this.hooks.findOneAndUpdate(
+        { company_id, target_url, event },
+        { $setOnInsert: onInsert, $set: { disabled_at, failing_since } },
+        { upsert: true, returnDocument: 'after' },
+      );
+    try {
+      return (await upsert())!;
+    } catch (error) {
+      if (!isDuplicateKeyError(error)) throw error;
+      return (await upsert())!; // a concurrent subscribe inserted first; now it matches
+    }
+  }
+
+  list(companyId: string): Promise<HookDoc[]> {
+    return this.hooks.find({ company_id: companyId }).sort({ created_at: 1, _id: 1 }).toArray();
+  }
+
+  findById(companyId: string, hookId: string): Promise<HookDoc | null> {
+    return this.hooks.findOne({ company_id: companyId, _id: hookId });
+  }
+
+  async delete(companyId: string, hookId: string): Promise<boolean> {
+    return (await this.hooks.deleteOne({ company_id: companyId, _id: hookId })).deletedCount === 1;
+  }
+
+  /** The hooks an event fans out to: enabled, subscribed to its type or to `*`. */
+  enabledFor(companyId: string, type: EventType): Promise<HookDoc[]> {
+    return this.hooks.find({ company_id: companyId, event: { $in: [type, '*'] }, disabled_at: null }).toArray();
+  }
+
+  reenable(companyId: string, hookId: string): Promise<HookDoc | null> {
+    return this.hooks.findOneAndUpdate(
+      { company_id: companyId, _id: hookId },
+      { $set: { disabled_at: null, failing_since: null } },
+      { returnDocument: 'after' },
+    );
+  }
+
+  async recordSuccess(companyId: string, hookId: string): Promise<void> {
+    await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: { $ne: null } }, { $set: { failing_since: null } });
+  }
+
+  /** Notes a failed attempt; returns true when this failure disabled the hook (failing since `disableIfFailingSince` or earlier). */
+  async recordFailure(companyId: string, hookId: string, now: Date, disableIfFailingSince: Date): Promise<boolean> {
+    await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: null }, { $set: { failing_since: now } });
+    const disabled = await this.hooks.updateOne(
+      { company_id: companyId, _id: hookId, disabled_at: null, failing_since: { $lte: disableIfFailingSince } },
+      { $set: { disabled_at: now } },
+    );
+    return disabled.modifiedCount === 1;
+  }
+}

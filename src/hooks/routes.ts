@@ -1,0 +1,76 @@
+import type { Queue } from 'bullmq';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { authOf } from '../auth/ext-auth.js';
+import { errorResponses, EXT_ERRORS, noContent } from '../http/responses.js';
+import { createQueue, type DeliveryJob } from '../shared/queues.js';
+import { createdHookSchema, createHookBody, deliveryAttemptSchema, hookSchema, redeliverySchema } from './schemas.js';
+import { HooksService } from './service.js';
+
+const tags = ['hooks'];
+const hookParams = z.object({ hook_id: z.string() });
+const deliveryParams = hookParams.extend({ event_id: z.string() });
+
+export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
+  // Only redeliveries enqueue from the web process, so the queue is opened on first use.
+  let deliveries: Queue<DeliveryJob, unknown, string> | undefined;
+  const hooks = new HooksService({
+    hooks: app.repos.hooks,
+    deliveries: app.repos.deliveries,
+    guard: app.services.targetGuard,
+    async enqueueDelivery(data, jobId) {
+      if (!deliveries) {
+        deliveries = createQueue('deliveries', { connection: app.deps.redis, prefix: app.deps.config.QUEUE_PREFIX });
+        deliveries.on('error', () => {}); // a Redis outage surfaces as the add's rejection (503)
+      }
+      await deliveries.add('delivery', data, { jobId });
+    },
+  });
+  app.addHook('onClose', async () => {
+    await deliveries?.close();
+  });
+
+  app.post('/hooks', {
+    config: { scope: 'hooks:manage' },
+    schema: {
+      tags,
+      summary: 'Subscribe a REST hook (the same target and event again returns that hook, re-enabled)',
+      description: 'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks).',
+      body: createHookBody,
+      response: { 201: createdHookSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+    },
+  }, async (request, reply) => reply.code(201).send(await hooks.subscribe(authOf(request), request.body)));
+
+  app.get('/hooks', {
+    config: { scope: 'hooks:manage' },
+    schema: { tags, summary: 'List REST hooks (without secrets)', response: { 200: z.array(hookSchema), ...errorResponses(...EXT_ERRORS) } },
+  }, async (request) => hooks.list(authOf(request)));
+
+  app.delete('/hooks/:hook_id', {
+    config: { scope: 'hooks:manage' },
+    schema: { tags, summary: 'Unsubscribe a REST hook', params: hookParams, response: { 204: noContent, ...errorResponses(...EXT_ERRORS, 404) } },
+  }, async (request, reply) => {
+    await hooks.unsubscribe(authOf(request), request.params.hook_id);
+    return reply.code(204).send(null);
+  });
+
+  app.get('/hooks/:hook_id/deliveries', {
+    config: { scope: 'hooks:manage' },
+    schema: {
+      tags,
+      summary: 'Latest delivery attempts of a hook, newest first (at most 100)',
+      params: hookParams,
+      response: { 200: z.array(deliveryAttemptSchema), ...errorResponses(...EXT_ERRORS, 404) },
+    },
+  }, async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id));
+
+  app.post('/hooks/:hook_id/deliveries/:event_id/redeliver', {
+    config: { scope: 'hooks:manage' },
+    schema: {
+      tags,
+      summary: 'Send a delivered or failed event to the hook again (same webhook-id); re-enables a disabled hook',
+      params: deliveryParams,
+      response: { 202: redeliverySchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+    },
+  }, async (request, reply) => reply.code(202).send(await hooks.redeliver(authOf(request), request.params.hook_id, request.params.event_id)));
+};

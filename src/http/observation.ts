@@ -1,0 +1,24 @@
+import type { FastifyInstance } from 'fastify';
+import { httpRequestDuration } from '../shared/metrics.js';
+
+/**
+ * One JSON log line per request (request id, company and key ids, never the key), and the request
+ * duration histogram by route template (not raw URL, so ids do not explode the label set).
+ */
+export function registerRequestObservation(app: FastifyInstance): void {
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const durationMs = reply.elapsedTime;
+    httpRequestDuration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, durationMs / 1000);
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        status: reply.statusCode,
+        duration_ms: Math.round(durationMs * 10) / 10,
+        // company_id and key_id come from the child logger the auth hook binds
+      },
+      'request',
+    );
+  });
+}

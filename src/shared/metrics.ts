@@ -1,0 +1,110 @@
+import type { Queue } from 'bullmq';
+import type { Db } from 'mongodb';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * Every metric of a process in one registry (web and worker processes each have their own, exposed
+ * on /metrics and METRICS_PORT). Declared in one place so names and labels cannot drift.
+ */
+export const metricsRegistry = new Registry();
+collectDefaultMetrics({ register: metricsRegistry });
+
+export const httpRequestDuration = new Histogram({
+  name: 'http_request_duration_seconds',
+  help: 'HTTP request duration by route and status',
+  labelNames: ['method', 'route', 'status_code'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  registers: [metricsRegistry],
+});
+
+export const rateLimitRejections = new Counter({
+  name: 'rate_limit_rejections_total',
+  help: 'Requests refused with 429, by reason',
+  labelNames: ['reason'] as const,
+  registers: [metricsRegistry],
+});
+
+export const webhookDeliveries = new Counter({
+  name: 'webhook_deliveries_total',
+  help: 'Webhook delivery attempts by outcome (success, failure, gone, refused)',
+  labelNames: ['outcome'] as const,
+  registers: [metricsRegistry],
+});
+
+export const webhookDeliveryDuration = new Histogram({
+  name: 'webhook_delivery_duration_seconds',
+  help: 'Duration of one webhook POST',
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [metricsRegistry],
+});
+
+export const webhookEventLatency = new Histogram({
+  name: 'webhook_event_to_delivery_seconds',
+  help: 'From the event being recorded to its successful delivery',
+  buckets: [0.05, 0.1, 0.2, 0.5, 1, 2, 5, 30, 300, 3600],
+  registers: [metricsRegistry],
+});
+
+export const overdueScanDuration = new Histogram({
+  name: 'overdue_scan_duration_seconds',
+  help: 'Duration of one overdue scan',
+  buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60],
+  registers: [metricsRegistry],
+});
+
+export const overdueTasksFired = new Counter({
+  name: 'overdue_tasks_fired_total',
+  help: 'task.overdue events recorded by the scanner',
+  registers: [metricsRegistry],
+});
+
+const trackedQueues = new Set<Queue>();
+const trackedDatabases = new Set<Db>();
+
+/** Queue depth is read from Redis at scrape time; a Redis outage leaves the gauge empty rather than failing the scrape. */
+new Gauge({
+  name: 'queue_jobs',
+  help: 'Jobs per queue and state',
+  labelNames: ['queue', 'state'] as const,
+  registers: [metricsRegistry],
+  async collect() {
+    this.reset();
+    for (const queue of trackedQueues) {
+      try {
+        const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
+        for (const [state, count] of Object.entries(counts)) this.set({ queue: queue.name, state }, count);
+      } catch {
+        // Redis unreachable: report nothing for this queue
+      }
+    }
+  },
+});
+
+new Gauge({
+  name: 'outbox_pending_documents',
+  help: 'Documents whose recorded events are not yet on the queues',
+  labelNames: ['collection'] as const,
+  registers: [metricsRegistry],
+  async collect() {
+    this.reset();
+    for (const db of trackedDatabases) {
+      for (const collection of ['items', 'tasks']) {
+        try {
+          this.inc({ collection }, await db.collection(collection).countDocuments({ outbox_pending: true }));
+        } catch {
+          // MongoDB unreachable: report nothing
+        }
+      }
+    }
+  },
+});
+
+export function trackQueues(queues: Queue[]): () => void {
+  for (const queue of queues) trackedQueues.add(queue);
+  return () => queues.forEach((queue) => trackedQueues.delete(queue));
+}
+
+export function trackOutbox(db: Db): () => void {
+  trackedDatabases.add(db);
+  return () => trackedDatabases.delete(db);
+}

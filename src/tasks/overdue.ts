@@ -1,0 +1,90 @@
+import type { Collection, Filter } from 'mongodb';
+import { buildEvent, type EventEnvelope } from '../events/envelope.js';
+import { outboxOnUpdate } from '../events/outbox.js';
+import type { OutboxCollection } from '../events/publisher.js';
+import type { Logger } from '../shared/logger.js';
+import type { TaskDoc, TasksRepository } from './repository.js';
+import { toTaskResponse } from './schemas.js';
+
+/** Tasks read (and held in memory) at a time; memory does not grow with the number of overdue tasks. */
+export const OVERDUE_BATCH_SIZE = 500;
+/** Declared with the other task indexes in TasksRepository.ensureIndexes. */
+export const OVERDUE_SCAN_INDEX = 'overdue_scan';
+
+export interface OverdueScanDeps {
+  tasks: TasksRepository;
+  /** QueueEventPublisher in production; a failure leaves the events in the outbox for the relay. */
+  publisher: { publishAndClear(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): Promise<void> };
+  logger: Logger;
+}
+
+export interface OverdueScanOptions {
+  batchSize?: number;
+  /** Checked between batches: close() and a lost scan lock stop the scan at a batch boundary. */
+  signal?: AbortSignal;
+}
+
+export interface OverdueScanResult {
+  fired: number;
+  batches: number;
+  /** Events the queues did not take; they wait in the tasks' outbox for the relay. */
+  unpublished: number;
+}
+
+/** Open tasks due by `now` that have not fired for their due time, earliest first, through the overdue_scan index. */
+export function overdueFilter(now: Date): Filter<TaskDoc> {
+  return { is_completed: false, overdue_fired_for: null, due_at: { $lte: now } };
+}
+
+function findOverdueBatch(collection: Collection<TaskDoc>, now: Date, limit: number): Promise<TaskDoc[]> {
+  return collection
+    .find(overdueFilter(now), { projection: { pending_events: 0 } })
+    .sort({ due_at: 1 })
+    .hint(OVERDUE_SCAN_INDEX)
+    .limit(limit)
+    .toArray();
+}
+
+/**
+ * Marks one task as fired for its due time and records task.overdue in the same single-document
+ * write, conditional on the revision that was read (and, spelled out, on still being open, unfired
+ * and due then): of two overlapping scans, or a scan racing a PATCH, only one write can match.
+ * The revision bump makes a concurrent PATCH re-read and retry; updated_at is untouched because
+ * nothing in the task's API shape changed. Returns the event when this call fired it.
+ */
+async function fireOverdue(collection: Collection<TaskDoc>, task: TaskDoc, now: Date): Promise<EventEnvelope | null> {
+  const event = buildEvent('task.overdue', task.company_id, toTaskResponse(task), { occurredAt: now });
+  const outbox = outboxOnUpdate([event]);
+  const result = await collection.updateOne(
+    { _id: task._id, company_id: task.company_id, revision: task.revision, is_completed: false, overdue_fired_for: null, due_at: task.due_at },
+    { $set: { overdue_fired_for: task.due_at, ...outbox.$set }, $inc: { revision: 1 }, $push: outbox.$push as never },
+  );
+  return result.modifiedCount === 1 ? event : null;
+}
+
+/**
+ * One overdue scan (DECISIONS.md section 9): fires task.overdue once per task and due time for
+ * every open task due by `now`. Batch by batch: fired tasks leave the filter, so each batch re-reads
+ * the front of the index. A task lost to a concurrent writer is re-read in the next batch if it is
+ * still overdue; a batch that fires nothing ends the scan (the rest belongs to another writer or tick).
+ */
+export async function scanOverdueTasks(deps: OverdueScanDeps, now: Date, options: OverdueScanOptions = {}): Promise<OverdueScanResult> {
+  const batchSize = options.batchSize ?? OVERDUE_BATCH_SIZE;
+  const result: OverdueScanResult = { fired: 0, batches: 0, unpublished: 0 };
+  while (!options.signal?.aborted) {
+    const batch = await findOverdueBatch(deps.tasks.collection, now, batchSize);
+    if (batch.length === 0) break;
+    result.batches++;
+    const fired = await Promise.all(batch.map(async (task) => ({ id: task._id, event: await fireOverdue(deps.tasks.collection, task, now) })));
+    const toPublish = fired.filter((entry): entry is { id: string; event: EventEnvelope } => entry.event !== null);
+    result.fired += toPublish.length;
+    const published = await Promise.allSettled(toPublish.map(({ id, event }) => deps.publisher.publishAndClear('tasks', id, [event])));
+    const failed = published.filter((outcome) => outcome.status === 'rejected');
+    if (failed.length > 0 && result.unpublished === 0) {
+      deps.logger.warn({ err: failed[0].reason }, 'task.overdue events not published yet; the relay will deliver them');
+    }
+    result.unpublished += failed.length;
+    if (toPublish.length === 0 || batch.length < batchSize) break;
+  }
+  return result;
+}

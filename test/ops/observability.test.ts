@@ -1,0 +1,126 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
+import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
+import { createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+
+let t: TestApp;
+let tenant: Tenant;
+beforeAll(async () => {
+  t = await buildTestApp({ RATE_LIMIT_MAX: '100000' });
+  tenant = await createTenant(t.app);
+  await seedResources(t.app, tenant);
+});
+afterAll(async () => t?.close());
+
+const toOpenApiPath = (url: string) => url.replace(/:([a-z_]+)/g, '{$1}');
+const NON_JSON_ROUTES = /^\/(docs|metrics|admin\/queues|v1\/ext\/openapi\.json)/;
+
+describe('API reference', () => {
+  it('is OpenAPI 3.1 with every external route, its scope and its error responses', async () => {
+    const response = await t.app.inject({ method: 'GET', url: '/v1/ext/openapi.json' });
+    expect(response.statusCode).toBe(200);
+    const document = response.json();
+    expect(document.openapi).toBe('3.1.0');
+    expect(document.components.securitySchemes.ApiKeyAuth).toEqual({ type: 'apiKey', in: 'header', name: 'x-api-key' });
+    const extRoutes = t.app.routeTable.filter((route) => route.url.startsWith('/v1/ext/') && !NON_JSON_ROUTES.test(route.url));
+    expect(extRoutes.length).toBeGreaterThanOrEqual(EXT_ROUTES.length);
+    for (const route of extRoutes) {
+      for (const method of [route.method].flat()) {
+        if (method === 'HEAD') continue;
+        const operation = document.paths[toOpenApiPath(route.url)]?.[method.toLowerCase()];
+        expect(operation, `${method} ${route.url}`).toBeDefined();
+        expect(operation.security).toEqual([{ ApiKeyAuth: [route.config?.scope] }]);
+        expect(operation.operationId).toMatch(/^[a-z]+[A-Za-z]+$/);
+        for (const status of ['401', '403', '429']) {
+          expect(operation.responses[status].content['application/problem+json'].schema.$ref).toBe('#/components/schemas/Problem');
+        }
+        const success = Object.keys(operation.responses).find((status) => status.startsWith('2'))!;
+        expect(operation.responses[success].headers['RateLimit-Remaining']).toBeDefined();
+      }
+    }
+    expect(document.paths['/v1/ext/items'].get.responses['200'].headers.Link).toBeDefined();
+    expect(document.paths['/v1/ext/items'].post.parameters.some((parameter: { name: string }) => parameter.name === 'Idempotency-Key')).toBe(true);
+    expect(Object.keys(document.webhooks)).toEqual(expect.arrayContaining(['task.created', 'task.overdue', 'item.updated']));
+    expect(document.components.schemas.Item.additionalProperties).toBeDefined();
+    expect(JSON.stringify(document)).not.toContain('/v1/admin/');
+  });
+
+  it('declares a response schema on every JSON route', () => {
+    const missing = t.app.routeTable
+      .filter((route) => !NON_JSON_ROUTES.test(route.url) && route.method !== 'HEAD')
+      .filter((route) => !route.schema?.response)
+      .map((route) => `${route.method} ${route.url}`);
+    expect(missing).toEqual([]);
+  });
+
+  it('passes redocly lint without errors', async () => {
+    const document = (await t.app.inject({ method: 'GET', url: '/v1/ext/openapi.json' })).body;
+    const file = join(mkdtempSync(join(tmpdir(), 'openapi-')), 'openapi.json');
+    writeFileSync(file, document);
+    const lint = spawnSync('npx', ['--no-install', 'redocly', 'lint', file, '--format=stylish'], { encoding: 'utf8', timeout: 60_000 });
+    expect(lint.status, lint.stdout + lint.stderr).toBe(0);
+    expect(lint.stdout + lint.stderr).toContain('valid');
+  }, 60_000);
+
+  it('is rendered at /docs', async () => {
+    const page = await t.app.inject({ method: 'GET', url: '/docs/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toMatch(/text\/html/);
+  });
+});
+
+describe('metrics', () => {
+  it('exposes request durations by route, rate-limit rejections, queue depth and outbox backlog', async () => {
+    await ext(t.app, tenant.key, 'GET', '/pipelines');
+    const response = await t.app.inject({ method: 'GET', url: '/metrics' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/text\/plain/);
+    const text = response.body;
+    expect(text).toMatch(/http_request_duration_seconds_bucket\{[^}]*route="\/v1\/ext\/pipelines"[^}]*status_code="200"/);
+    expect(text).toContain('rate_limit_rejections_total');
+    expect(text).toMatch(/queue_jobs\{queue="automations",state="waiting"\} \d+/);
+    expect(text).toMatch(/outbox_pending_documents\{collection="items"\} [1-9]/); // seeded item, no publisher here
+    expect(text).toContain('webhook_deliveries_total');
+    expect(text).toContain('overdue_scan_duration_seconds');
+  });
+});
+
+describe('queue dashboard', () => {
+  it('is behind ADMIN_TOKEN (bearer or basic) at /admin/queues', async () => {
+    expect((await t.app.inject({ method: 'GET', url: '/admin/queues' })).statusCode).toBe(401);
+    const basic = Buffer.from(`ops:${TEST_ADMIN_TOKEN}`).toString('base64');
+    const page = await t.app.inject({ method: 'GET', url: '/admin/queues', headers: { authorization: `Basic ${basic}` } });
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toContain('<html');
+    const api = await t.app.inject({ method: 'GET', url: '/admin/queues/api/queues', headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
+    expect(api.statusCode).toBe(200);
+    expect(api.body).toContain('hook-fanout');
+  });
+});
+
+describe('request logs', () => {
+  it('write one JSON line per request with ids, route, status and duration, never the key', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({ write(chunk, _encoding, done) { lines.push(...String(chunk).split('\n').filter(Boolean)); done(); } });
+    const app = await buildApp({ config: t.config, db: t.db, redis: t.redis, logger: pino({ level: 'info' }, sink) });
+    try {
+      await ext(app, tenant.key, 'GET', `/items/${tenant.itemId}`, undefined, { 'x-request-id': 'trace-me-1' });
+      const requestLines = lines.map((line) => JSON.parse(line)).filter((entry) => entry.reqId === 'trace-me-1');
+      expect(requestLines).toHaveLength(1);
+      expect(requestLines[0]).toMatchObject({
+        msg: 'request', route: '/v1/ext/items/:item_id', status: 200, company_id: tenant.companyId, key_id: tenant.keyId,
+        duration_ms: expect.any(Number),
+      });
+      expect(lines.join('\n')).not.toContain(tenant.key);
+    } finally {
+      await app.close();
+    }
+  });
+});

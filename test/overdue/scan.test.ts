@@ -1,0 +1,110 @@
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EventEnvelope } from '../../src/events/envelope.js';
+import { scanOverdueTasks, type OverdueScanDeps } from '../../src/tasks/overdue.js';
+import { TasksRepository } from '../../src/tasks/repository.js';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+import { insertOpenTasks } from './seed.js';
+
+// The scan on its own (no cron, no queues): each test looks only at its own tasks, since a scan covers every company.
+let t: TestApp;
+let tenant: Tenant;
+let published: EventEnvelope[];
+let deps: OverdueScanDeps;
+
+beforeAll(async () => {
+  t = await buildTestApp({ RATE_LIMIT_MAX: '1000000' });
+  tenant = await createTenant(t.app);
+  published = [];
+  deps = {
+    tasks: new TasksRepository(t.db),
+    publisher: { publishAndClear: async (_collection, _id, events) => void published.push(...events) },
+    logger: pino({ level: 'silent' }),
+  };
+});
+afterAll(async () => t?.close());
+
+const HOUR = 3_600_000;
+const at = (offsetMs: number) => new Date(Date.now() + offsetMs);
+const scan = (now: Date) => scanOverdueTasks(deps, now);
+const overdueEvents = (taskId: string) => published.filter((event) => event.data.task_id === taskId);
+const patch = (taskId: string, body: unknown) => ext(t.app, tenant.key, 'PATCH', `/tasks/${taskId}`, body);
+const stored = async (taskId: string) => (await t.db.collection('tasks').findOne({ _id: taskId as never }))!;
+
+describe('the overdue scan', () => {
+  it('fires task.overdue once when an open task is past due, recorded in the outbox with the task as the API shows it', async () => {
+    const task = await createTask(t.app, tenant, { due_at: at(HOUR).toISOString() });
+    await scan(new Date());
+    expect(overdueEvents(task.task_id)).toHaveLength(0);
+
+    const now = at(2 * HOUR);
+    await scan(now);
+    await scan(at(3 * HOUR));
+    const events = overdueEvents(task.task_id);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'task.overdue', company_id: tenant.companyId, occurred_at: now.toISOString() });
+    expect(events[0].data).toEqual((await ext(t.app, tenant.key, 'GET', `/tasks/${task.task_id}`)).json());
+    expect(events[0].data).toEqual(task); // updated_at and every API field unchanged
+    const doc = await stored(task.task_id);
+    expect(doc).toMatchObject({ overdue_fired_for: new Date(task.due_at), revision: 2, outbox_pending: true });
+    expect(doc.pending_events.map((event: EventEnvelope) => event.event_id)).toContain(events[0].event_id);
+  });
+
+  it('never fires for a task completed before its due time, and fires on reopening only if it never fired for that due time', async () => {
+    const completedEarly = await createTask(t.app, tenant, { due_at: at(HOUR).toISOString() });
+    await patch(completedEarly.task_id, { is_completed: true });
+    await scan(at(2 * HOUR));
+    expect(overdueEvents(completedEarly.task_id)).toHaveLength(0);
+    await patch(completedEarly.task_id, { is_completed: false });
+    await scan(at(2 * HOUR));
+    expect(overdueEvents(completedEarly.task_id)).toHaveLength(1);
+
+    const firedThenReopened = await createTask(t.app, tenant, { due_at: at(-60_000).toISOString() });
+    await scan(new Date());
+    await patch(firedThenReopened.task_id, { is_completed: true });
+    await patch(firedThenReopened.task_id, { is_completed: false });
+    await scan(at(HOUR));
+    expect(overdueEvents(firedThenReopened.task_id)).toHaveLength(1);
+  });
+
+  it('re-arms when due_at moves later, and not on other changes', async () => {
+    const task = await createTask(t.app, tenant, { due_at: at(-60_000).toISOString() });
+    await scan(new Date());
+    await patch(task.task_id, { title: 'Renamed' });
+    await scan(new Date());
+    expect(overdueEvents(task.task_id)).toHaveLength(1);
+
+    const later = at(HOUR).toISOString();
+    expect((await patch(task.task_id, { due_at: later })).statusCode).toBe(200);
+    expect(await stored(task.task_id)).toMatchObject({ overdue_fired_for: null });
+    await scan(new Date());
+    expect(overdueEvents(task.task_id)).toHaveLength(1);
+    await scan(at(2 * HOUR));
+    await scan(at(3 * HOUR));
+    const events = overdueEvents(task.task_id);
+    expect(events).toHaveLength(2);
+    expect(events[1].data).toMatchObject({ due_at: later, title: 'Renamed' });
+  });
+
+  it('overlapping scans fire each task exactly once', async () => {
+    const other = await createTenant(t.app);
+    const ids = await insertOpenTasks(t.db, other.companyId, other.userId, Array.from({ length: 300 }, (_, i) => at(-i * 1_000)));
+    await Promise.all([1, 2, 3].map(() => scanOverdueTasks(deps, new Date(), { batchSize: 40 })));
+    const mine = published.filter((event) => event.company_id === other.companyId);
+    expect(mine).toHaveLength(300);
+    expect(new Set(mine.map((event) => event.data.task_id))).toEqual(new Set(ids));
+    expect(await t.db.collection('tasks').countDocuments({ company_id: other.companyId, overdue_fired_for: null })).toBe(0);
+  });
+
+  it('keeps the event in the outbox for the relay when the queues cannot take it', async () => {
+    const task = await createTask(t.app, tenant, { due_at: at(-1_000).toISOString() });
+    const failing: OverdueScanDeps = { ...deps, publisher: { publishAndClear: async () => Promise.reject(new Error('redis down')) } };
+    const result = await scanOverdueTasks(failing, new Date());
+    expect(result.unpublished).toBeGreaterThanOrEqual(1);
+    const doc = await stored(task.task_id);
+    expect(doc.outbox_pending).toBe(true);
+    expect(doc.pending_events.map((event: EventEnvelope) => event.type)).toContain('task.overdue');
+    expect(doc.overdue_fired_for).toEqual(new Date(task.due_at));
+  });
+});
