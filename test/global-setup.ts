@@ -12,7 +12,7 @@ declare module 'vitest' {
 
 /** One MongoDB and one private Redis for the whole run; each test file isolates itself by database name and queue prefix. */
 export default async function setup(project: TestProject) {
-  const mongo = await startEmbeddedMongo();
+  const mongo = await startEmbeddedMongo({ quiet: true });
   let redis: PrivateRedisServer | undefined;
   let redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   if (hasRedisServerBinary()) {

@@ -23,7 +23,7 @@ function localMongodBinary(): string | undefined {
  * For tests and `npm run dev`: MONGO_URL when set; else mongodb-memory-server when a mongod binary is already on disk;
  * else the project's stand-in. Never starts a download (the build machines are offline).
  */
-export async function startEmbeddedMongo(): Promise<EmbeddedMongo> {
+export async function startEmbeddedMongo(options: { quiet?: boolean } = {}): Promise<EmbeddedMongo> {
   if (process.env.MONGO_URL) {
     return { url: process.env.MONGO_URL, kind: 'external', stop: async () => {} };
   }
@@ -33,6 +33,6 @@ export async function startEmbeddedMongo(): Promise<EmbeddedMongo> {
     const server = await MongoMemoryServer.create({ binary: { systemBinary: binary } });
     return { url: server.getUri(), kind: 'memory-server', stop: async () => void (await server.stop()) };
   }
-  const standin = await startMongoStandin({ port: 0, quiet: true });
+  const standin = await startMongoStandin({ port: 0, quiet: options.quiet ?? false });
   return { url: standin.uri, kind: 'standin', stop: () => standin.close() };
 }

@@ -1,0 +1,125 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createQueue } from '../../src/shared/queues.js';
+import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
+import { admin, createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+import { Receiver, verifyWebhook } from './receiver.js';
+
+let t: TestApp;
+let workers: { close(): Promise<void> };
+const receivers: Receiver[] = [];
+beforeAll(async () => {
+  t = await buildTestApp({ RATE_LIMIT_MAX: '100000', HOOK_BACKOFF_MS: '100' }, { publisher: true });
+  workers = await startTestWorkers(t.config, t.db, ['relay', 'automations', 'hooks']);
+});
+afterEach(async () => {
+  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
+});
+afterAll(async () => {
+  await workers?.close();
+  await t?.close();
+});
+
+async function receiver(): Promise<Receiver> {
+  const started = await Receiver.start();
+  receivers.push(started);
+  return started;
+}
+
+async function subscribe(tenant: Tenant, target_url: string, event = 'task.created') {
+  const response = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json();
+}
+
+describe('REST hook delivery', () => {
+  it('delivers task.created signed per Standard Webhooks, and nothing after unsubscribing', async () => {
+    const tenant = await createTenant(t.app);
+    const inbox = await receiver();
+    const hook = await subscribe(tenant, inbox.url());
+    expect(hook).toMatchObject({ hook_id: expect.any(String), target_url: inbox.url(), event: 'task.created', disabled_at: null });
+    expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
+
+    const task = await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length === 1);
+    const [request] = inbox.requests;
+    expect(request.headers['content-type']).toBe('application/json');
+    expect(Number(request.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -1);
+    const payload = verifyWebhook(hook.secret, request) as Record<string, unknown>;
+    expect(Object.keys(payload).sort()).toEqual(['company_id', 'data', 'event_id', 'occurred_at', 'type']);
+    expect(payload).toEqual({ event_id: request.id, type: 'task.created', company_id: tenant.companyId, occurred_at: expect.any(String), data: task });
+    expect(() => verifyWebhook(`whsec_${Buffer.alloc(24, 7).toString('base64')}`, request)).toThrow();
+
+    const attempts = await waitFor(async () => {
+      const listed = (await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json();
+      return listed.length === 1 ? listed : undefined;
+    });
+    expect(attempts).toEqual([{
+      event_id: request.id, event_type: 'task.created', attempt: 1, status_code: 200, error: null, duration_ms: expect.any(Number),
+      succeeded: true, next_retry_at: null, attempted_at: expect.stringMatching(/Z$/),
+    }]);
+
+    expect((await ext(t.app, tenant.key, 'DELETE', `/hooks/${hook.hook_id}`)).statusCode).toBe(204);
+    await createTask(t.app, tenant);
+    await sleep(500);
+    expect(inbox.requests).toHaveLength(1);
+  });
+
+  it('delivers only the subscribed event type, and every type to *', async () => {
+    const tenant = await createTenant(t.app);
+    const completedOnly = await receiver();
+    const everything = await receiver();
+    await subscribe(tenant, completedOnly.url(), 'task.completed');
+    await subscribe(tenant, everything.url(), '*');
+    const task = await createTask(t.app, tenant);
+    await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { is_completed: true });
+    await createItem(t.app, tenant);
+    await waitFor(() => everything.requests.length === 4);
+    const types = everything.requests.map((request) => JSON.parse(request.body).type).sort();
+    expect(types).toEqual(['item.created', 'task.completed', 'task.created', 'task.updated']);
+    await waitFor(() => completedOnly.requests.length === 1);
+    await sleep(300);
+    expect(completedOnly.requests.map((request) => JSON.parse(request.body).type)).toEqual(['task.completed']);
+  });
+
+  it('a duplicate event does not double-deliver', async () => {
+    const tenant = await createTenant(t.app);
+    const inbox = await receiver();
+    await subscribe(tenant, inbox.url());
+    await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length === 1);
+    const event = JSON.parse(inbox.requests[0].body);
+    // The same event published again under another job id reaches the fan-out a second time.
+    const fanout = createQueue('hook-fanout', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
+    await fanout.add(event.type, event, { jobId: `again-${event.event_id}` });
+    await waitFor(async () => (await fanout.getJobState(`again-${event.event_id}`)) === 'completed');
+    await fanout.close();
+    await sleep(300);
+    expect(inbox.requests).toHaveLength(1);
+  });
+
+  it('subscribing again to the same target and event returns the same hook', async () => {
+    const tenant = await createTenant(t.app);
+    const first = await subscribe(tenant, 'https://hooks.example.com/a');
+    const again = await subscribe(tenant, 'https://hooks.example.com/a');
+    expect(again).toEqual(first);
+    const other = await subscribe(tenant, 'https://hooks.example.com/a', '*');
+    expect(other.hook_id).not.toBe(first.hook_id);
+    expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()).toHaveLength(2);
+  });
+
+  it('automation webhook actions go through the same signed delivery, with the company webhook secret', async () => {
+    const tenant = await createTenant(t.app);
+    const inbox = await receiver();
+    await admin(t.app, 'POST', `/companies/${tenant.companyId}/automations`, {
+      name: 'notify', trigger: 'task.created', actions: [{ type: 'webhook', url: inbox.url('/automation') }],
+    }, 201);
+    const task = await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length === 1);
+    const secret = (await t.db.collection<{ _id: string; secret: string }>('webhook_secrets').findOne({ _id: tenant.companyId }))!.secret;
+    const payload = verifyWebhook(secret, inbox.requests[0]) as { type: string; data: unknown };
+    expect(payload).toMatchObject({ type: 'task.created', data: task });
+    const record = await waitFor(() => t.db.collection('deliveries').findOne({ company_id: tenant.companyId, automation_id: { $ne: null } }));
+    expect(record!.attempts).toEqual([expect.objectContaining({ attempt: 1, status_code: 200, succeeded: true })]);
+  });
+});

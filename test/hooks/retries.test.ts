@@ -1,0 +1,117 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
+import { createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+import { Receiver, type Answer } from './receiver.js';
+
+let t: TestApp;
+let workers: { close(): Promise<void> };
+const receivers: Receiver[] = [];
+beforeAll(async () => {
+  t = await buildTestApp({ RATE_LIMIT_MAX: '100000', HOOK_BACKOFF_MS: '100', HOOK_MAX_ATTEMPTS: '3', HOOK_TIMEOUT_MS: '400' }, { publisher: true });
+  workers = await startTestWorkers(t.config, t.db, ['relay', 'hooks']);
+});
+afterEach(async () => {
+  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
+});
+afterAll(async () => {
+  await workers?.close();
+  await t?.close();
+});
+
+/** A tenant with one task.created hook to a receiver that answers as told. */
+async function hookTo(answer: (index: number) => Answer) {
+  const tenant = await createTenant(t.app);
+  const inbox = await Receiver.start((_, index) => answer(index));
+  receivers.push(inbox);
+  const hook = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' })).json();
+  return { tenant, inbox, hook };
+}
+
+async function attemptsOf(tenant: Tenant, hookId: string, count: number) {
+  return waitFor(async () => {
+    const listed = (await ext(t.app, tenant.key, 'GET', `/hooks/${hookId}/deliveries`)).json();
+    return listed.length === count ? listed : undefined;
+  });
+}
+
+describe('retries', () => {
+  it('retries 500s with growing delays until the receiver answers 200', async () => {
+    const { tenant, inbox, hook } = await hookTo((index) => (index < 2 ? 500 : 200));
+    await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length === 3);
+    const [first, second, third] = inbox.requests;
+    expect(new Set(inbox.requests.map((request) => request.id)).size).toBe(1);
+    const gaps = [second.at - first.at, third.at - second.at];
+    expect(gaps[0]).toBeGreaterThanOrEqual(80); // 100 ms ±20%
+    expect(gaps[1]).toBeGreaterThanOrEqual(160); // doubled
+    expect(gaps[1]).toBeGreaterThan(gaps[0]);
+
+    const attempts = await attemptsOf(tenant, hook.hook_id, 3);
+    expect(attempts.map((a: { attempt: number; status_code: number; succeeded: boolean }) => [a.attempt, a.status_code, a.succeeded])).toEqual([
+      [3, 200, true],
+      [2, 500, false],
+      [1, 500, false],
+    ]);
+    expect(attempts[0].next_retry_at).toBeNull();
+    expect(Date.parse(attempts[1].next_retry_at)).toBeGreaterThan(Date.parse(attempts[1].attempted_at));
+    await sleep(400);
+    expect(inbox.requests).toHaveLength(3);
+  });
+
+  it('redelivers a failed delivery with the same webhook-id, after the attempts ran out', async () => {
+    let healthy = false;
+    const { tenant, inbox, hook } = await hookTo(() => (healthy ? 200 : 503));
+    await createTask(t.app, tenant);
+    const failed = await attemptsOf(tenant, hook.hook_id, 3);
+    expect(failed.every((attempt: { succeeded: boolean }) => !attempt.succeeded)).toBe(true);
+    expect(failed[0].next_retry_at).toBeNull(); // HOOK_MAX_ATTEMPTS=3: given up
+    const eventId = inbox.requests[0].id;
+
+    healthy = true;
+    const response = await ext(t.app, tenant.key, 'POST', `/hooks/${hook.hook_id}/deliveries/${eventId}/redeliver`);
+    expect(response.statusCode, response.body).toBe(202);
+    expect(response.json()).toEqual({ hook_id: hook.hook_id, event_id: eventId, status: 'queued' });
+    await waitFor(() => inbox.requests.length === 4);
+    expect(inbox.requests[3].id).toBe(eventId);
+    expect((await attemptsOf(tenant, hook.hook_id, 4))[0]).toMatchObject({ event_id: eventId, attempt: 1, status_code: 200, succeeded: true });
+    expectProblem(await ext(t.app, tenant.key, 'POST', `/hooks/${hook.hook_id}/deliveries/evt_000000000000000000000000/redeliver`), 404, 'not_found');
+  });
+
+  it('honours a longer Retry-After on 429', async () => {
+    const { tenant, inbox } = await hookTo((index) => (index === 0 ? { status: 429, headers: { 'retry-after': '1' } } : 200));
+    await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length === 2, 5_000);
+    expect(inbox.requests[1].at - inbox.requests[0].at).toBeGreaterThanOrEqual(950);
+  });
+
+  it('does not follow redirects: a 3xx is a failed attempt', async () => {
+    const { tenant, inbox, hook } = await hookTo((index) => (index === 0 ? { status: 302, headers: { location: 'http://127.0.0.1:1/elsewhere' } } : 200));
+    await createTask(t.app, tenant);
+    const attempts = await attemptsOf(tenant, hook.hook_id, 2);
+    expect(attempts[1]).toMatchObject({ attempt: 1, status_code: 302, error: 'redirect not followed', succeeded: false });
+    expect(attempts[0]).toMatchObject({ attempt: 2, status_code: 200, succeeded: true });
+    expect(inbox.requests.map((request) => request.headers.host)).toEqual([`127.0.0.1:${inbox.port}`, `127.0.0.1:${inbox.port}`]);
+  });
+
+  it('410 Gone deletes the hook and nothing more is sent to it', async () => {
+    const { tenant, inbox, hook } = await hookTo(() => 410);
+    await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length === 1);
+    await waitFor(async () => (await ext(t.app, tenant.key, 'GET', '/hooks')).json().length === 0);
+    expectProblem(await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`), 404, 'not_found');
+    await createTask(t.app, tenant);
+    await sleep(600);
+    expect(inbox.requests).toHaveLength(1);
+  });
+
+  it('an attempt that gets no answer within HOOK_TIMEOUT_MS times out and is retried', async () => {
+    const { tenant, inbox, hook } = await hookTo((index) => (index === 0 ? 'hang' : 200));
+    await createTask(t.app, tenant);
+    const attempts = await attemptsOf(tenant, hook.hook_id, 2);
+    expect(attempts[1]).toMatchObject({ attempt: 1, status_code: null, error: expect.stringMatching(/^timeout/), succeeded: false });
+    expect(attempts[1].duration_ms).toBeGreaterThanOrEqual(380);
+    expect(attempts[0]).toMatchObject({ attempt: 2, status_code: 200, succeeded: true });
+    expect(inbox.requests).toHaveLength(2);
+  });
+});
