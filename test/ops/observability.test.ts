@@ -49,7 +49,10 @@ describe('API reference', () => {
     expect(document.paths['/v1/ext/items'].post.parameters.some((parameter: { name: string }) => parameter.name === 'Idempotency-Key')).toBe(true);
     expect(Object.keys(document.webhooks)).toEqual(expect.arrayContaining(['task.created', 'task.overdue', 'item.updated']));
     expect(document.components.schemas.Item.additionalProperties).toBeDefined();
-    expect(JSON.stringify(document)).not.toContain('/v1/admin/');
+    const adminCreate = document.paths['/v1/admin/companies/{company_id}/api-keys'].post;
+    expect(adminCreate.security).toEqual([{ AdminToken: [] }]);
+    expect(adminCreate.responses['401'].content['application/problem+json']).toBeDefined();
+    expect(document.paths['/healthz']).toBeUndefined();
   });
 
   it('declares a response schema on every JSON route', () => {
