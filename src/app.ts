@@ -13,7 +13,7 @@ import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
 import type { Config } from './config.js';
-import { registerErrorHandling } from './http/error-handler.js';
+import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
 import { extApi } from './http/ext-api.js';
 import { opsRoutes } from './ops/routes.js';
 import { registerQueueBoard } from './ops/queue-board.js';
@@ -93,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // One log line per request is written in onResponse instead (with company and key ids).
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
+    frameworkErrors: handleFrameworkError,
   }).withTypeProvider<ZodTypeProvider>();
 
   // Stage 1: infrastructure.
@@ -119,6 +120,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   // Queue handles for the board and the depth metrics; outages surface there, never as a crash.
   for (const queue of queues) queue.on('error', () => {});
   const untrack = [trackQueues(queues), trackOutbox(deps.db)];
+  // Graceful close: requests in flight when SIGTERM arrives finish, but their keep-alive connections
+  // must not linger afterwards, or the server would wait on them until the client times out.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
   app.addHook('onClose', async () => {
     untrack.forEach((stop) => stop());
     await services.lastUsed.close();

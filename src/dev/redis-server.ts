@@ -25,14 +25,18 @@ export async function freePort(): Promise<number> {
  */
 export class PrivateRedisServer {
   private child?: ChildProcess;
-  private constructor(readonly port: number) {}
+  /** With `dataDir`, data survives a restart (append-only file, fsync always), as a production Redis should. */
+  private constructor(
+    readonly port: number,
+    private readonly dataDir?: string,
+  ) {}
 
   get url(): string {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  static async start(): Promise<PrivateRedisServer> {
-    const server = new PrivateRedisServer(await freePort());
+  static async start(options: { dataDir?: string } = {}): Promise<PrivateRedisServer> {
+    const server = new PrivateRedisServer(await freePort(), options.dataDir);
     await server.start();
     return server;
   }
@@ -40,7 +44,10 @@ export class PrivateRedisServer {
   async start(): Promise<void> {
     this.child = spawn(
       'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no'],
+      [
+        '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--protected-mode', 'no',
+        ...(this.dataDir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dataDir] : ['--appendonly', 'no']),
+      ],
       { stdio: 'ignore' },
     );
     await this.waitUntilAnswering();

@@ -1,5 +1,4 @@
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { createQueue, EVENT_QUEUES, publishEvents, type QueueSettings } from '../shared/queues.js';
@@ -12,27 +11,46 @@ import type { EventPublisher, OutboxCollection } from './publisher.js';
  * API right after a write (so delivery is normally immediate) and by the relay for whatever is left.
  * The connection fails fast while Redis is down; the events then simply wait in MongoDB.
  */
+const FAST_PATH_TIMEOUT_MS = 2_000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
 export class QueueEventPublisher implements EventPublisher {
   private readonly queues: Array<Queue<EventEnvelope, unknown, string>>;
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
     private readonly db: Db,
-    settings: QueueSettings,
+    private readonly settings: QueueSettings,
     private readonly logger: Logger,
   ) {
     this.queues = EVENT_QUEUES.map((name) => createQueue(name, settings));
     for (const queue of this.queues) queue.on('error', () => {}); // outages are expected; the relay retries
   }
 
+  private isConnected(): boolean {
+    const connection = this.settings.connection as { status?: string };
+    return connection.status === undefined || connection.status === 'ready';
+  }
+
   /** Publishes and clears; throws when Redis did not accept the events (they stay in the outbox). */
   async publishAndClear(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): Promise<void> {
+    // BullMQ would wait for a lost connection to come back; fail now instead, the outbox keeps the events.
+    if (!this.isConnected()) throw new Error('redis is not connected');
     if (events.length > 0) await publishEvents(this.queues, events);
     await clearPublished(this.db.collection(collection), documentId, events.map((event) => event.event_id));
   }
 
   publishRecorded(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): void {
-    const attempt = this.publishAndClear(collection, documentId, events).catch((error) => {
+    // While Redis is away BullMQ would wait for it; the events are safe in the outbox, so skip at once.
+    if (!this.isConnected()) return;
+    const attempt = withTimeout(this.publishAndClear(collection, documentId, events), FAST_PATH_TIMEOUT_MS).catch((error) => {
       this.logger.debug({ err: error, documentId }, 'fast-path publish failed; the relay will deliver');
     });
     this.inFlight.add(attempt);
@@ -40,12 +58,7 @@ export class QueueEventPublisher implements EventPublisher {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.inFlight]);
+    await Promise.allSettled([...this.inFlight]); // each is bounded by FAST_PATH_TIMEOUT_MS
     await Promise.all(this.queues.map((queue) => queue.close()));
   }
-}
-
-/** The connection the web process publishes with: no offline queue, so a Redis outage never delays a response. */
-export function publisherConnection(redis: Redis): QueueSettings['connection'] {
-  return redis;
 }

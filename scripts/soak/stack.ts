@@ -1,0 +1,116 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, PrivateRedisServer } from '../../src/dev/redis-server.js';
+
+const root = new URL('../..', import.meta.url).pathname;
+
+export interface ManagedProcess {
+  name: string;
+  child: ChildProcess;
+  port?: number;
+}
+
+/** Each process logs (warn and above) to its own file in `logDir`, so a failure can be read afterwards. */
+export const logDir = mkdtempSync(join(tmpdir(), 'soak-logs-'));
+
+function startNode(name: string, script: string, env: Record<string, string>): ChildProcess {
+  const log = openSync(join(logDir, `${name}.log`), 'a');
+  return spawn(process.execPath, ['--import', 'tsx', script], {
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'test', ...env },
+    stdio: ['ignore', log, log],
+  });
+}
+
+async function waitForLine(child: ChildProcess, pattern: RegExp, timeoutMs = 30_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${pattern} within ${timeoutMs} ms`)), timeoutMs);
+    let buffer = '';
+    child.stdout?.on('data', (chunk) => {
+      buffer += String(chunk);
+      const match = pattern.exec(buffer);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[0]);
+      }
+    });
+    child.once('exit', () => reject(new Error(`process exited before ${pattern}`)));
+  });
+}
+
+async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} did not answer`);
+}
+
+export async function stopProcess(managed: ManagedProcess, signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000): Promise<void> {
+  const { child } = managed;
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** MongoDB (MONGO_URL or the stand-in as its own process), a persistent private Redis, and the service's env. */
+export class SoakStack {
+  readonly processes: ManagedProcess[] = [];
+  mongoUrl = '';
+  redis!: PrivateRedisServer;
+  readonly adminToken = 'soak-admin-token-0123456789';
+  readonly prefix = `soak${Date.now()}`;
+  readonly dbName = `soak_${Date.now()}`;
+  private mongo?: ManagedProcess;
+
+  async startInfrastructure(): Promise<void> {
+    if (process.env.MONGO_URL) this.mongoUrl = process.env.MONGO_URL;
+    else {
+      const port = await freePort();
+      const standin = spawn(process.execPath, ['--import', 'tsx', 'src/dev/mongo-standin/cli.ts', '--port', String(port)], {
+        cwd: root, stdio: ['ignore', 'pipe', 'ignore'],
+      });
+      this.mongo = { name: 'mongo', child: standin, port };
+      this.mongoUrl = (await waitForLine(standin, /mongodb:\/\/127\.0\.0\.1:\d+/)).trim();
+    }
+    this.redis = await PrivateRedisServer.start({ dataDir: mkdtempSync(join(tmpdir(), 'soak-redis-')) });
+  }
+
+  env(extra: Record<string, string> = {}): Record<string, string> {
+    return {
+      MONGO_URL: this.mongoUrl, MONGO_DB: this.dbName, REDIS_URL: this.redis.url, QUEUE_PREFIX: this.prefix,
+      ADMIN_TOKEN: this.adminToken, RATE_LIMIT_MAX: '1000000', HOOK_ALLOW_PRIVATE_TARGETS: 'true',
+      HOOK_BACKOFF_MS: '200', HOOK_TIMEOUT_MS: '5000', JOB_LOCK_MS: '2000', ...extra,
+    };
+  }
+
+  async startWeb(name: string, port?: number): Promise<ManagedProcess> {
+    const listenPort = port ?? (await freePort());
+    const managed = { name, child: startNode(name, 'src/server.ts', this.env({ PORT: String(listenPort), HOST: '127.0.0.1' })), port: listenPort };
+    this.processes.push(managed);
+    await waitForHttp(`http://127.0.0.1:${listenPort}/readyz`);
+    return managed;
+  }
+
+  startWorker(name: string): ManagedProcess {
+    const managed = { name, child: startNode(name, 'workers/main.ts', this.env()) };
+    this.processes.push(managed);
+    return managed;
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.processes.map((managed) => stopProcess(managed, 'SIGTERM', 5_000)));
+    await this.redis?.stop();
+    if (this.mongo) await stopProcess(this.mongo, 'SIGTERM', 3_000);
+  }
+}
