@@ -50,12 +50,15 @@ export async function acquireScanLock(redis: Redis, prefix: string, ttlMs: numbe
   };
 }
 
-/** node-cron's own messages (missed or overlapping ticks) go to pino. */
+/**
+ * node-cron's own messages go to pino. Its warnings (a tick skipped because the previous scan still
+ * runs, or missed under load) are expected here and harmless: the next tick covers those tasks.
+ */
 function cronLogger(logger: Logger) {
   return {
     info: (message: string) => logger.debug(message),
     debug: (message: string | Error) => logger.debug(String(message)),
-    warn: (message: string) => logger.warn(message),
+    warn: (message: string) => logger.info(message),
     error: (message: string | Error, err?: Error) => logger.error({ err: err ?? message }, 'node-cron error'),
   };
 }
@@ -77,7 +80,8 @@ export const startOverdue: RoleStarter = async ({ config, db, logger }) => {
 
   async function claim(tick: Date): Promise<ScanLock | null> {
     try {
-      const lock = (await claimOverdueTick(redis, config.QUEUE_PREFIX, tick)) ? await acquireScanLock(redis, config.QUEUE_PREFIX, config.JOB_LOCK_MS) : null;
+      const claimed = await claimOverdueTick(redis, config.QUEUE_PREFIX, tick);
+      const lock = claimed ? await acquireScanLock(redis, config.QUEUE_PREFIX, config.JOB_LOCK_MS) : null;
       if (redisDown) logger.info('Redis answers again; overdue ticks resume');
       redisDown = false;
       return lock;

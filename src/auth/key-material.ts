@@ -18,9 +18,12 @@ export function isWellFormedApiKey(value: unknown): value is string {
   return typeof value === 'string' && KEY_FORMAT.test(value);
 }
 
-/** Constant-time comparison of two hex digests of equal length. */
+/**
+ * Constant-time comparison of two digests. The strings' own bytes are compared: hex-decoding would
+ * silently drop anything after a non-hex character, making `"ab"` equal `"abzz"`.
+ */
 export function hashesEqual(a: string, b: string): boolean {
-  const left = Buffer.from(a, 'hex');
-  const right = Buffer.from(b, 'hex');
+  const left = Buffer.from(a, 'utf8');
+  const right = Buffer.from(b, 'utf8');
   return left.length === right.length && timingSafeEqual(left, right);
 }

@@ -26,10 +26,27 @@ export function outboxOnUpdate(events: EventEnvelope[]) {
   };
 }
 
-/** Removes published events; clears the flag only when nothing new arrived meanwhile. */
-export async function clearPublished(collection: Collection<Document>, documentId: string, eventIds: string[]): Promise<void> {
-  await collection.updateOne({ _id: documentId as never }, { $pull: { pending_events: { event_id: { $in: eventIds } } } as never });
-  await collection.updateOne({ _id: documentId as never, pending_events: { $size: 0 } }, { $unset: { outbox_pending: '' } });
+export interface PublishedEvents {
+  documentId: string;
+  eventIds: string[];
+}
+
+/**
+ * Removes published events from their documents (two round trips for any number of documents) and
+ * clears the flag only where nothing new arrived meanwhile.
+ */
+export async function clearPublished(collection: Collection<Document>, published: PublishedEvents[]): Promise<void> {
+  if (published.length === 0) return;
+  await collection.bulkWrite(
+    published.map(({ documentId, eventIds }) => ({
+      updateOne: { filter: { _id: documentId as never }, update: { $pull: { pending_events: { event_id: { $in: eventIds } } } as never } },
+    })),
+    { ordered: false },
+  );
+  await collection.updateMany(
+    { _id: { $in: published.map(({ documentId }) => documentId as never) }, pending_events: { $size: 0 } },
+    { $unset: { outbox_pending: '' } },
+  );
 }
 
 /** Documents with pending events, oldest first, in bounded batches. */

@@ -39,18 +39,25 @@ export class QueueEventPublisher implements EventPublisher {
     return connection.status === undefined || connection.status === 'ready';
   }
 
-  /** Publishes and clears; throws when Redis did not accept the events (they stay in the outbox). */
-  async publishAndClear(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): Promise<void> {
+  /**
+   * Publishes the events of many documents (one addBulk per queue) and then clears them from their
+   * documents; throws when Redis did not accept them, in which case they stay in the outbox.
+   */
+  async publishAndClear(collection: OutboxCollection, documents: Array<{ documentId: string; events: EventEnvelope[] }>): Promise<void> {
     // BullMQ would wait for a lost connection to come back; fail now instead, the outbox keeps the events.
     if (!this.isConnected()) throw new Error('redis is not connected');
+    const events = documents.flatMap((document) => document.events);
     if (events.length > 0) await publishEvents(this.queues, events);
-    await clearPublished(this.db.collection(collection), documentId, events.map((event) => event.event_id));
+    await clearPublished(
+      this.db.collection(collection),
+      documents.map(({ documentId, events: published }) => ({ documentId, eventIds: published.map((event) => event.event_id) })),
+    );
   }
 
   publishRecorded(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): void {
     // While Redis is away BullMQ would wait for it; the events are safe in the outbox, so skip at once.
     if (!this.isConnected()) return;
-    const attempt = withTimeout(this.publishAndClear(collection, documentId, events), FAST_PATH_TIMEOUT_MS).catch((error) => {
+    const attempt = withTimeout(this.publishAndClear(collection, [{ documentId, events }]), FAST_PATH_TIMEOUT_MS).catch((error) => {
       this.logger.debug({ err: error, documentId }, 'fast-path publish failed; the relay will deliver');
     });
     this.inFlight.add(attempt);

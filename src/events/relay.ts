@@ -19,11 +19,9 @@ export async function relayPendingEvents(db: Db, publisher: QueueEventPublisher,
     for (;;) {
       const pending = await findPending(db.collection(collection), BATCH);
       if (pending.length === 0) break;
-      for (const doc of pending) {
-        const events = (doc.pending_events ?? []) as EventEnvelope[];
-        await publisher.publishAndClear(collection, String(doc._id), events);
-        published += events.length;
-      }
+      const documents = pending.map((doc) => ({ documentId: String(doc._id), events: (doc.pending_events ?? []) as EventEnvelope[] }));
+      await publisher.publishAndClear(collection, documents);
+      published += documents.reduce((sum, document) => sum + document.events.length, 0);
       if (pending.length < BATCH) break;
     }
   }

@@ -47,6 +47,24 @@ async function resolveTarget(job: DeliveryJob, jobId: string, deps: DeliveryDeps
   return { url: hook.target_url, secret: hook.secret, key: hookDeliveryKey(hook._id, event.event_id), owner: { hook_id: hook._id, automation_id: null } };
 }
 
+/** After a failed attempt: disable a hook failing for 5 days, give up after `maxAttempts`, else retry later. */
+async function afterFailure(
+  job: DeliveryJob,
+  hookId: string | null,
+  attempt: number,
+  result: SendResult,
+  at: { attemptedAt: Date; answeredAt: Date },
+  deps: DeliveryDeps,
+): Promise<DeliveryOutcome> {
+  const disableIfFailingSince = new Date(at.attemptedAt.getTime() - DISABLE_AFTER_FAILING_MS);
+  if (hookId && (await deps.hooks.recordFailure(job.event.company_id, hookId, at.attemptedAt, disableIfFailingSince))) {
+    return { outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries' };
+  }
+  if (attempt >= deps.maxAttempts) return { outcome: 'gave_up', reason: 'attempts exhausted' };
+  const answer = result.kind === 'response' ? result : { statusCode: null };
+  return { outcome: 'retry', delayMs: retryDelay(attempt, deps.backoffMs, answer, at.answeredAt, deps.random) };
+}
+
 /**
  * One attempt to deliver one event to one target (DECISIONS.md section 9): sign, POST, record the
  * attempt, and decide what follows. 2xx succeeds; 410 deletes the hook; anything else is retried
@@ -66,6 +84,7 @@ export async function deliverWebhook(job: DeliveryJob, context: { jobId: string;
   const attemptedAt = now();
   const body = webhookBody(event);
   const result = await deps.send({ url: target.url, headers: signedHeaders(target.secret, event.event_id, body, attemptedAt), body });
+  const answeredAt = now();
   const statusCode = result.kind === 'response' ? result.statusCode : null;
   const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
   const hookId = target.owner.hook_id;
@@ -80,22 +99,20 @@ export async function deliverWebhook(job: DeliveryJob, context: { jobId: string;
     await deps.deliveries.deleteForHook(event.company_id, hookId);
     log.info({ outcome: 'hook_deleted', status_code: 410, duration_ms: result.durationMs }, 'receiver answered 410 Gone; hook deleted');
     return { outcome: 'gave_up', reason: 'gone' };
+  } else if (statusCode === 410) {
+    decision = { outcome: 'gave_up', reason: 'gone' }; // an automation's receiver: stop this delivery
   } else {
-    const disabled = hookId ? await deps.hooks.recordFailure(event.company_id, hookId, attemptedAt, new Date(attemptedAt.getTime() - DISABLE_AFTER_FAILING_MS)) : false;
-    if (disabled) decision = { outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries' };
-    else if (statusCode === 410) decision = { outcome: 'gave_up', reason: 'gone' };
-    else if (context.attempt >= deps.maxAttempts) decision = { outcome: 'gave_up', reason: 'attempts exhausted' };
-    else decision = { outcome: 'retry', delayMs: retryDelay(context.attempt, deps.backoffMs, result.kind === 'response' ? result : { statusCode: null }, attemptedAt, deps.random) };
+    decision = await afterFailure(job, hookId, context.attempt, result, { attemptedAt, answeredAt }, deps);
   }
 
-  const error = result.kind === 'error' ? result.error : statusCode! >= 300 && statusCode! < 400 ? 'redirect not followed' : null;
+  const error = result.kind === 'error' ? result.error : statusCode !== null && statusCode >= 300 && statusCode < 400 ? 'redirect not followed' : null;
   await deps.deliveries.recordAttempt(target.key, target.owner, event, {
     attempt: context.attempt,
     status_code: statusCode,
     error,
     duration_ms: result.durationMs,
     succeeded,
-    next_retry_at: decision.outcome === 'retry' ? new Date(now().getTime() + decision.delayMs) : null,
+    next_retry_at: decision.outcome === 'retry' ? new Date(answeredAt.getTime() + decision.delayMs) : null,
     attempted_at: attemptedAt,
   });
   log[succeeded ? 'info' : 'warn'](

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import {
   AppError,
@@ -47,6 +47,19 @@ function fromFastifyError(error: FastifyError): AppError | undefined {
   }
   if (error instanceof SyntaxError && error.statusCode === 400) return new InvalidJsonError();
   return undefined;
+}
+
+/**
+ * Errors Fastify raises while routing, before any hook or error handler runs (its `frameworkErrors`
+ * option); without this they would leave as Fastify's own JSON instead of problem+json.
+ */
+export function handleFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id);
+  // An over-long id is a malformed id, and those are 404 like unknown ones (DECISIONS.md section 1).
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return void sendProblem(reply, new NotFoundError('Route'));
+  if (error.code === 'FST_ERR_BAD_URL') return void sendProblem(reply, new AppError(400, 'bad_request', 'Bad request', 'The request URL is malformed'));
+  request.log.error({ err: error }, 'routing error');
+  sendProblem(reply, new AppError(500, 'internal', 'Internal error', 'Something went wrong on our side'));
 }
 
 export function registerErrorHandling(app: FastifyInstance<any, any, any, any, any>): void {

@@ -18,11 +18,15 @@ const POLL_MS = 20;
 /** A claim this old belongs to a request that died; it no longer blocks its key. */
 const ABANDONED_AFTER_MS = 60_000;
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+/** Far deeper than any valid body; a deeper one would only overflow the stack here (and fails validation anyway). */
+const MAX_BODY_DEPTH = 64;
+
+function canonicalJson(value: unknown, depth = 0): string {
+  if (depth > MAX_BODY_DEPTH) throw ValidationError.single('', `the body is nested deeper than ${MAX_BODY_DEPTH} levels`);
+  if (Array.isArray(value)) return `[${value.map((inner) => canonicalJson(inner, depth + 1)).join(',')}]`;
   if (value && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${canonicalJson(inner)}`).join(',')}}`;
+    return `{${entries.map(([key, inner]) => `${JSON.stringify(key)}:${canonicalJson(inner, depth + 1)}`).join(',')}}`;
   }
   return JSON.stringify(value ?? null);
 }

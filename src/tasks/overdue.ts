@@ -14,7 +14,7 @@ export const OVERDUE_SCAN_INDEX = 'overdue_scan';
 export interface OverdueScanDeps {
   tasks: TasksRepository;
   /** QueueEventPublisher in production; a failure leaves the events in the outbox for the relay. */
-  publisher: { publishAndClear(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): Promise<void> };
+  publisher: { publishAndClear(collection: OutboxCollection, documents: Array<{ documentId: string; events: EventEnvelope[] }>): Promise<void> };
   logger: Logger;
 }
 
@@ -65,8 +65,8 @@ async function fireOverdue(collection: Collection<TaskDoc>, task: TaskDoc, now: 
 /**
  * One overdue scan (DECISIONS.md section 9): fires task.overdue once per task and due time for
  * every open task due by `now`. Batch by batch: fired tasks leave the filter, so each batch re-reads
- * the front of the index. A task lost to a concurrent writer is re-read in the next batch if it is
- * still overdue; a batch that fires nothing ends the scan (the rest belongs to another writer or tick).
+ * the front of the index, and a task lost to a concurrent PATCH is read again if it is still overdue.
+ * The scan ends at an empty batch, or at one that fired nothing (its tasks belong to a concurrent scan).
  */
 export async function scanOverdueTasks(deps: OverdueScanDeps, now: Date, options: OverdueScanOptions = {}): Promise<OverdueScanResult> {
   const batchSize = options.batchSize ?? OVERDUE_BATCH_SIZE;
@@ -78,13 +78,13 @@ export async function scanOverdueTasks(deps: OverdueScanDeps, now: Date, options
     const fired = await Promise.all(batch.map(async (task) => ({ id: task._id, event: await fireOverdue(deps.tasks.collection, task, now) })));
     const toPublish = fired.filter((entry): entry is { id: string; event: EventEnvelope } => entry.event !== null);
     result.fired += toPublish.length;
-    const published = await Promise.allSettled(toPublish.map(({ id, event }) => deps.publisher.publishAndClear('tasks', id, [event])));
-    const failed = published.filter((outcome) => outcome.status === 'rejected');
-    if (failed.length > 0 && result.unpublished === 0) {
-      deps.logger.warn({ err: failed[0].reason }, 'task.overdue events not published yet; the relay will deliver them');
+    try {
+      await deps.publisher.publishAndClear('tasks', toPublish.map(({ id, event }) => ({ documentId: id, events: [event] })));
+    } catch (error) {
+      if (result.unpublished === 0) deps.logger.warn({ err: error }, 'task.overdue events not published yet; the relay will deliver them');
+      result.unpublished += toPublish.length;
     }
-    result.unpublished += failed.length;
-    if (toPublish.length === 0 || batch.length < batchSize) break;
+    if (toPublish.length === 0) break;
   }
   return result;
 }

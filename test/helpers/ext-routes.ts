@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { createItem, createTask, type Tenant } from './fixtures.js';
+import { createItem, createTask, ext, type Tenant } from './fixtures.js';
 
 export interface ExtRouteCase {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -21,10 +21,16 @@ export const EXT_ROUTES: ExtRouteCase[] = [
   { method: 'GET', scope: 'tasks:read', url: (t) => `/tasks/${t.taskId}` },
   { method: 'POST', scope: 'tasks:write', url: () => '/tasks', body: () => ({ title: 'Matrix', due_at: '2026-11-22T09:30:00Z' }) },
   { method: 'PATCH', scope: 'tasks:write', url: (t) => `/tasks/${t.taskId}`, body: () => ({ title: 'Matrix renamed' }) },
+  { method: 'POST', scope: 'hooks:manage', url: () => '/hooks', body: () => ({ target_url: 'https://hooks.example.com/matrix', event: '*' }) },
+  { method: 'GET', scope: 'hooks:manage', url: () => '/hooks' },
+  { method: 'GET', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}/deliveries` },
+  { method: 'POST', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}/deliveries/evt_000000000000000000000000/redeliver` },
+  { method: 'DELETE', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}` },
 ];
 
 /** Records the routes above refer to. */
 export async function seedResources(app: FastifyInstance, tenant: Tenant): Promise<void> {
   tenant.itemId = (await createItem(app, tenant)).item_id;
   tenant.taskId = (await createTask(app, tenant)).task_id;
+  tenant.hookId = (await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://hooks.example.com/seed', event: '*' })).json().hook_id;
 }

@@ -7,6 +7,8 @@ export interface Received {
   headers: IncomingHttpHeaders;
   body: string;
   at: number;
+  /** The sender's port: the same for requests that reused one keep-alive connection. */
+  remotePort?: number;
 }
 
 /** How to answer the nth request (0-based): a status, a status with headers, or never. */
@@ -25,7 +27,9 @@ export class Receiver {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
-        const received = { id: String(req.headers['webhook-id']), headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+        const received = {
+          id: String(req.headers['webhook-id']), headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now(), remotePort: req.socket.remotePort,
+        };
         const index = receiver.requests.push(received) - 1;
         const answer = receiver.answer(received, index);
         if (answer === 'hang') return void receiver.hanging.add(res);

@@ -33,6 +33,7 @@ function spawnOverdueWorker(scans: ScanLog[]): ChildProcess {
   });
   // pino JSON lines; the scans that fired something say which tick they claimed.
   createInterface({ input: child.stdout! }).on('line', (line) => {
+    if (!line.startsWith('{')) return;
     const entry = JSON.parse(line);
     if (entry.msg === 'worker process ready') ready++;
     if (entry.fired !== undefined) scans.push({ pid: entry.pid, tick: entry.tick, fired: entry.fired });

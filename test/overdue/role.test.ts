@@ -35,7 +35,7 @@ describe('the overdue worker role (1-second cron)', () => {
     expect(await waitFor(async () => (await chases()) > 0, 4_000 - (Date.now() - start), 25)).toBe(true);
     expect(Date.now() - start).toBeLessThanOrEqual(4_000);
 
-    await sleep(2_500); // a few more ticks, room for a (wrong) second fire
+    await sleep(2_000); // two more ticks, room for a (wrong) second fire
     expect(await chases()).toBe(1);
     const runs = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`, undefined, 200)).json();
     expect(runs).toHaveLength(1);
@@ -73,7 +73,7 @@ describe('the overdue worker role (1-second cron)', () => {
     await ensureIndexes(db);
     const [taskId] = await insertOpenTasks(db, 'cmp_unreachable', 'usr_unreachable', [new Date(Date.now() - 60_000)]);
     const role = await startOverdue({ config: { ...t.config, REDIS_URL: 'redis://127.0.0.1:1' }, db, logger });
-    await sleep(2_600);
+    await sleep(2_100); // two ticks at least
     await role.close();
     expect(await db.collection('tasks').findOne({ _id: taskId as never })).toMatchObject({ overdue_fired_for: null });
     expect(lines.filter((line) => line.includes('Redis unreachable'))).toHaveLength(1);

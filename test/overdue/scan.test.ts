@@ -19,7 +19,7 @@ beforeAll(async () => {
   published = [];
   deps = {
     tasks: new TasksRepository(t.db),
-    publisher: { publishAndClear: async (_collection, _id, events) => void published.push(...events) },
+    publisher: { publishAndClear: async (_collection, documents) => void published.push(...documents.flatMap((document) => document.events)) },
     logger: pino({ level: 'silent' }),
   };
 });

@@ -1,0 +1,126 @@
+import { createHmac } from 'node:crypto';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildEvent } from '../../src/events/envelope.js';
+import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
+import { fanOutEvent } from '../../src/hooks/fanout.js';
+import { backoffDelay, MAX_RETRY_AFTER_MS, parseRetryAfter, retryDelay } from '../../src/hooks/retry-policy.js';
+import type { SendResult, WebhookRequest } from '../../src/hooks/sender.js';
+import { newWebhookSecret, signedHeaders } from '../../src/hooks/signing.js';
+import { createRepositories } from '../../src/repositories.js';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { createTenant, ext } from '../helpers/fixtures.js';
+import { verifyWebhook } from './receiver.js';
+
+const DAY = 24 * 3_600_000;
+
+describe('retry schedule', () => {
+  it('doubles from HOOK_BACKOFF_MS with at most ±20% jitter', () => {
+    for (let attempt = 1; attempt <= 7; attempt++) {
+      const nominal = 30_000 * 2 ** (attempt - 1);
+      expect(backoffDelay(attempt, 30_000, () => 0)).toBe(Math.round(nominal * 0.8));
+      expect(backoffDelay(attempt, 30_000, () => 0.5)).toBe(nominal);
+      expect(backoffDelay(attempt, 30_000, () => 0.999999)).toBeLessThanOrEqual(nominal * 1.2);
+    }
+  });
+
+  it('reads Retry-After as seconds or an HTTP date, and honours it on 429/503 only when longer', () => {
+    const now = new Date('2026-11-22T09:30:00.000Z');
+    expect(parseRetryAfter('120', now)).toBe(120_000);
+    expect(parseRetryAfter('Sun, 22 Nov 2026 09:31:00 GMT', now)).toBe(60_000);
+    expect(parseRetryAfter('soon', now)).toBeUndefined();
+    const half = () => 0.5;
+    expect(retryDelay(1, 1_000, { statusCode: 503, retryAfter: '60' }, now, half)).toBe(60_000);
+    expect(retryDelay(1, 1_000, { statusCode: 429, retryAfter: '0' }, now, half)).toBe(1_000);
+    expect(retryDelay(1, 1_000, { statusCode: 500, retryAfter: '60' }, now, half)).toBe(1_000);
+    expect(retryDelay(1, 1_000, { statusCode: 429, retryAfter: String(10 * 24 * 3600) }, now, half)).toBe(MAX_RETRY_AFTER_MS);
+  });
+});
+
+describe('signatures', () => {
+  it('are Standard Webhooks: v1, base64 HMAC-SHA256 of id.timestamp.body with the decoded secret', () => {
+    const secret = newWebhookSecret();
+    expect(Buffer.from(secret.slice('whsec_'.length), 'base64')).toHaveLength(24);
+    const body = JSON.stringify({ hello: 'wörld' });
+    const at = new Date();
+    const headers = signedHeaders(secret, 'evt_1', body, at);
+    const timestamp = Math.floor(at.getTime() / 1000);
+    const expected = createHmac('sha256', Buffer.from(secret.slice(6), 'base64')).update(`evt_1.${timestamp}.${body}`).digest('base64');
+    expect(headers).toMatchObject({ 'webhook-id': 'evt_1', 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${expected}` });
+    expect(verifyWebhook(secret, { id: 'evt_1', headers, body, at: 0 })).toEqual({ hello: 'wörld' });
+  });
+});
+
+describe('a hook that keeps failing', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await buildTestApp();
+  });
+  afterAll(async () => t?.close());
+
+  function deps(now: Date, answer: SendResult, sent: WebhookRequest[] = []): DeliveryDeps {
+    const repos = createRepositories(t.db);
+    return {
+      hooks: repos.hooks, deliveries: repos.deliveries, secrets: repos.webhookSecrets, maxAttempts: 8, backoffMs: 30_000,
+      logger: pino({ level: 'silent' }), now: () => now,
+      send: async (webhook) => {
+        sent.push(webhook);
+        return answer;
+      },
+    };
+  }
+
+  it('is disabled after 5 days of failures, skipped by fan-out, listed with its failures, and re-enabled by subscribing again', async () => {
+    const tenant = await createTenant(t.app);
+    const target_url = 'https://hooks.example.com/flaky';
+    const hook = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event: 'task.created' })).json();
+    const event = buildEvent('task.created', tenant.companyId, { task_id: 'tsk_1' });
+    const job = { event, target: { kind: 'hook' as const, hook_id: hook.hook_id } };
+    const start = new Date();
+    const failing: SendResult = { kind: 'response', statusCode: 500, durationMs: 3 };
+    const context = { jobId: 'j', attempt: 1 };
+
+    expect(await deliverWebhook(job, context, deps(start, failing))).toMatchObject({ outcome: 'retry' });
+    const later = new Date(start.getTime() + 4 * DAY);
+    expect(await deliverWebhook(job, { ...context, attempt: 2 }, deps(later, failing))).toMatchObject({ outcome: 'retry' });
+    // A success in between resets the clock.
+    await deliverWebhook(job, { ...context, attempt: 3 }, deps(later, { kind: 'response', statusCode: 204, durationMs: 1 }));
+    expect((await t.db.collection('hooks').findOne({ _id: hook.hook_id }))!.failing_since).toBeNull();
+
+    await deliverWebhook(job, { ...context, attempt: 4 }, deps(later, failing));
+    const fiveDaysOn = new Date(later.getTime() + 5 * DAY);
+    expect(await deliverWebhook(job, { ...context, attempt: 5 }, deps(fiveDaysOn, failing))).toEqual({
+      outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries',
+    });
+
+    const listed = (await ext(t.app, tenant.key, 'GET', '/hooks')).json();
+    const { secret: _secret, ...shown } = hook;
+    expect(listed).toEqual([{ ...shown, disabled_at: fiveDaysOn.toISOString() }]);
+    const attempts = (await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json();
+    expect(attempts.map((a: { attempt: number }) => a.attempt)).toEqual([5, 4, 3, 2, 1]);
+
+    const enqueued: unknown[] = [];
+    const repos = createRepositories(t.db);
+    expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), { hooks: repos.hooks, enqueueDeliveries: async (jobs) => void enqueued.push(...jobs) })).toBe(0);
+    const sent: WebhookRequest[] = [];
+    expect(await deliverWebhook(job, context, deps(fiveDaysOn, failing, sent))).toEqual({ outcome: 'skipped', reason: 'hook disabled' });
+    expect(sent).toHaveLength(0);
+
+    const again = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event: 'task.created' })).json();
+    expect(again).toMatchObject({ hook_id: hook.hook_id, disabled_at: null });
+    expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), { hooks: repos.hooks, enqueueDeliveries: async (jobs) => void enqueued.push(...jobs) })).toBe(1);
+  });
+
+  it('a redelivery re-enables a disabled hook', async () => {
+    const tenant = await createTenant(t.app);
+    const hook = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: 'https://hooks.example.com/x', event: '*' })).json();
+    const event = buildEvent('item.created', tenant.companyId, { item_id: 'itm_1' });
+    const job = { event, target: { kind: 'hook' as const, hook_id: hook.hook_id } };
+    await deliverWebhook(job, { jobId: 'j', attempt: 1 }, deps(new Date(Date.now() - 6 * DAY), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }));
+    await deliverWebhook(job, { jobId: 'j', attempt: 2 }, deps(new Date(), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }));
+    expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()[0].disabled_at).not.toBeNull();
+    const response = await ext(t.app, tenant.key, 'POST', `/hooks/${hook.hook_id}/deliveries/${event.event_id}/redeliver`);
+    expect(response.statusCode, response.body).toBe(202);
+    expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()[0].disabled_at).toBeNull();
+  });
+});

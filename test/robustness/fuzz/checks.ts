@@ -1,0 +1,69 @@
+/** What no response may ever show, whatever the request (issue 10's fuzzing properties). */
+
+export interface ResponseLike {
+  statusCode: number;
+  headers: Record<string, unknown>;
+  body: string;
+}
+
+export interface CheckContext {
+  api: 'ext' | 'admin';
+  method: string;
+  /** The route pattern, e.g. `/v1/ext/hooks`. */
+  route: string;
+  /** Ids and distinctive names of a company the caller must never see. */
+  foreignMarkers: string[];
+}
+
+const PROBLEM_MEMBERS = ['type', 'title', 'status', 'code', 'request_id'] as const;
+const STACK_TRACE = /at .*\.(ts|js):\d+/;
+const DRIVER_MESSAGE = /Mongo|E11000|BSON/;
+const ALWAYS_INTERNAL = new Set(['_id', 'key_hash', 'pending_events', 'dup_tokens', 'outbox_pending', 'revision', 'overdue_fired_for']);
+
+/** Every object key anywhere in a parsed JSON value. */
+function collectKeys(value: unknown, into: Set<string>): Set<string> {
+  if (Array.isArray(value)) value.forEach((entry) => collectKeys(entry, into));
+  else if (value && typeof value === 'object') {
+    for (const [key, entry] of Object.entries(value)) {
+      into.add(key);
+      collectKeys(entry, into);
+    }
+  }
+  return into;
+}
+
+/** The broken properties of one response; empty when it is fine. */
+export function responseProblems(response: ResponseLike, context: CheckContext): string[] {
+  const problems: string[] = [];
+  const { statusCode: status, body } = response;
+  const contentType = String(response.headers['content-type'] ?? '');
+  if (status >= 500) problems.push(`server error ${status}`);
+
+  let parsed: unknown;
+  if (/json/.test(contentType) && body.length > 0) {
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      problems.push('body is not the JSON its content-type says');
+    }
+  }
+  if (status >= 400) {
+    if (!contentType.startsWith('application/problem+json')) problems.push(`${status} with content-type "${contentType}"`);
+    const problem = (parsed ?? {}) as Record<string, unknown>;
+    const missing = PROBLEM_MEMBERS.filter((member) => problem[member] === undefined || problem[member] === null);
+    if (missing.length > 0) problems.push(`problem body lacks ${missing.join(', ')}`);
+    if (problem.status !== undefined && problem.status !== status) problems.push(`problem status ${String(problem.status)} on a ${status}`);
+  }
+
+  const keys = collectKeys(parsed, new Set());
+  for (const key of keys) {
+    if (ALWAYS_INTERNAL.has(key) || (context.api === 'ext' && key === 'company_id')) problems.push(`internal field "${key}" in the body`);
+  }
+  const createsHook = context.api === 'ext' && context.method === 'POST' && context.route === '/v1/ext/hooks' && status === 201;
+  if (body.includes('whsec_') && !createsHook) problems.push('a webhook secret in the body');
+  if (STACK_TRACE.test(body)) problems.push('a stack trace in the body');
+  if (DRIVER_MESSAGE.test(body)) problems.push('a database driver message in the body');
+  const leaked = context.foreignMarkers.filter((marker) => body.includes(marker));
+  if (leaked.length > 0) problems.push(`another company's data in the body: ${leaked.join(', ')}`);
+  return problems;
+}
