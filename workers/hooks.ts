@@ -14,7 +14,7 @@ import type { RoleStarter } from './start.js';
  */
 export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) => {
   const connection = createWorkerRedis(config.REDIS_URL);
-  const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS };
+  const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
   const repos = createRepositories(db);
   const deliveries = createQueue('deliveries', settings);
   const sender = new WebhookSender(new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver), config.HOOK_TIMEOUT_MS);
@@ -50,11 +50,6 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     if (result.outcome === 'gave_up') throw new UnrecoverableError(result.reason);
     return result;
   }, settings);
-
-  for (const [queue, worker] of [['hook-fanout', fanOut], ['deliveries', delivering]] as const) {
-    worker.on('error', (error) => logger.warn({ err: error, queue }, 'hooks worker connection error'));
-    worker.on('failed', (job, error) => logger.warn({ err: error, queue, job_id: job?.id, attempts: job?.attemptsStarted }, 'hooks job failed'));
-  }
 
   return {
     async close() {

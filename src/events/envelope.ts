@@ -28,7 +28,6 @@ export const eventEnvelopeSchema = z
     occurred_at: z.string(),
     data: z.record(z.string(), z.unknown()),
     changes: z.record(z.string(), z.object({ from: z.unknown(), to: z.unknown() })).optional(),
-    depth: z.number().int().optional(),
   })
   .meta({ id: 'Event' });
 

@@ -70,7 +70,13 @@ export function startWorker<N extends QueueName>(
       logger.warn({ queue: name, job_id: job?.id, attempt: job?.attemptsMade, outcome: 'failed', err: error }, 'job'),
     );
     worker.on('stalled', (jobId) => logger.warn({ queue: name, job_id: jobId, outcome: 'stalled' }, 'job'));
-    worker.on('error', (error) => logger.warn({ queue: name, err: error }, 'worker connection error'));
+    // An outage makes every reconnect attempt fail; one line per 30 s is enough to see it.
+    let lastErrorLog = 0;
+    worker.on('error', (error) => {
+      if (Date.now() - lastErrorLog < 30_000) return;
+      lastErrorLog = Date.now();
+      logger.warn({ queue: name, err: error }, 'worker connection error');
+    });
   }
   return worker;
 }
