@@ -54,12 +54,13 @@ describe('retries', () => {
       [1, 500, false],
     ]);
     expect(attempts[0].next_retry_at).toBeNull();
-    // The scheduled delays: 100 ms then 200 ms, each ±20%.
+    // The scheduled delays: 100 ms then 200 ms, each ±20% (plus a little for the bookkeeping between
+    // the attempt's end and the scheduling, which a busy machine stretches).
     const scheduled = (a: { next_retry_at: string; attempted_at: string; duration_ms: number }) => Date.parse(a.next_retry_at) - Date.parse(a.attempted_at) - a.duration_ms;
     expect(scheduled(attempts[2])).toBeGreaterThanOrEqual(80 - 2);
-    expect(scheduled(attempts[2])).toBeLessThanOrEqual(120 + 2);
+    expect(scheduled(attempts[2])).toBeLessThanOrEqual(120 + 25);
     expect(scheduled(attempts[1])).toBeGreaterThanOrEqual(160 - 2);
-    expect(scheduled(attempts[1])).toBeLessThanOrEqual(240 + 2);
+    expect(scheduled(attempts[1])).toBeLessThanOrEqual(240 + 25);
     await sleep(400);
     expect(inbox.requests).toHaveLength(3);
   });
