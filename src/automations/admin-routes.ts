@@ -85,6 +85,19 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     return reply.code(204).send(null);
   });
 
+  // Automation `webhook` actions are signed with one secret per company; receivers need it to verify.
+  app.get('/companies/:company_id/automation-webhook-secret', {
+    schema: {
+      tags,
+      summary: 'The whsec_ secret that signs this company automation webhook deliveries',
+      params: companyParams,
+      response: { 200: z.object({ secret: z.string() }), ...errorResponses(401, 404) },
+    },
+  }, async (request) => {
+    await requireCompany(app, request.params.company_id);
+    return { secret: await app.repos.webhookSecrets.forCompany(request.params.company_id) };
+  });
+
   app.get('/companies/:company_id/automation-runs', {
     schema: { tags, params: companyParams, querystring: listRunsQuery, response: { 200: z.array(automationRunSchema), ...errorResponses(400, 401, 404) } },
   }, async (request) => {

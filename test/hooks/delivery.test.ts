@@ -116,7 +116,8 @@ describe('REST hook delivery', () => {
     }, 201);
     const task = await createTask(t.app, tenant);
     await waitFor(() => inbox.requests.length === 1);
-    const secret = (await t.db.collection<{ _id: string; secret: string }>('webhook_secrets').findOne({ _id: tenant.companyId }))!.secret;
+    const { secret } = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/automation-webhook-secret`, undefined, 200)).json();
+    expect(secret).toMatch(/^whsec_/);
     const payload = verifyWebhook(secret, inbox.requests[0]) as { type: string; data: unknown };
     expect(payload).toMatchObject({ type: 'task.created', data: task });
     const record = await waitFor(() => t.db.collection('deliveries').findOne({ company_id: tenant.companyId, automation_id: { $ne: null } }));
