@@ -90,6 +90,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     },
     return503OnClosing: true,
+    trustProxy: deps.config.TRUST_PROXY,
+    // The reference renderer lives at /docs/; serve it at /docs too instead of answering with a redirect.
+    rewriteUrl: (req) => (req.url === '/docs' ? '/docs/' : (req.url ?? '/')),
     // One log line per request is written in onResponse instead (with company and key ids).
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
@@ -103,8 +106,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.decorate('routeTable', routeTable);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  // JSON only (DECISIONS.md section 1): anything else with a body is 415.
-  app.removeContentTypeParser('text/plain');
+  // JSON only (DECISIONS.md section 1): anything else with a body is 415. An empty body with a JSON
+  // content type (common on DELETE and bodiless POSTs) is no body, not invalid JSON.
+  app.removeContentTypeParser(['text/plain', 'application/json']);
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    parseJson(request, text, done);
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
@@ -140,7 +150,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(opsRoutes);
   registerOpenApiRoutes(app);
   await registerQueueBoard(app, queues);
-  await app.register(apiReference, { routePrefix: '/docs', configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API' } });
+  await app.register(apiReference, { routePrefix: '/docs', configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API', cdn: '/docs/js/scalar.js' } });
   await app.register(adminApi, { prefix: '/v1/admin' });
   await app.register(extApi, { prefix: '/v1/ext' });
 

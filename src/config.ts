@@ -31,7 +31,9 @@ const envSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_:-]{1,64}$/, 'expected letters, digits, _, : and -')
     .default('prs'),
-  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  ADMIN_TOKEN: z.string().min(1).optional(),
+  /** Behind a load balancer: take the client address from X-Forwarded-For (for the failed-auth throttle). */
+  TRUST_PROXY: booleanFromEnv.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   RATE_LIMIT_MAX: positiveInt.default(60),
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(60),

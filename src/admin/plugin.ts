@@ -13,8 +13,9 @@ function digest(value: string): Buffer {
 
 /** Constant-time check of `Authorization: Bearer <ADMIN_TOKEN>`. */
 export function isAdminToken(header: string | undefined, adminToken: string | undefined): boolean {
-  if (!adminToken || !header?.startsWith('Bearer ')) return false;
-  return timingSafeEqual(digest(header.slice('Bearer '.length)), digest(adminToken));
+  const match = header ? /^bearer\s+(.+)$/i.exec(header) : null; // the scheme name is case-insensitive
+  if (!adminToken || !match) return false;
+  return timingSafeEqual(digest(match[1].trim()), digest(adminToken));
 }
 
 /** The admin API stands in for the product UI's settings (DECISIONS.md section 10). */

@@ -24,7 +24,7 @@ interface CachedKey {
  */
 export const AUTH_CACHE_TTL_MS = 4_000;
 
-/** A well-formed key that matches nothing: the one failure that looks like guessing. */
+/** A well-formed key that matches no key: the failure that looks like guessing. */
 export class UnknownApiKeyError extends UnauthorizedError {
   constructor() {
     super('The API key is invalid');
@@ -42,6 +42,7 @@ export class ApiKeyAuthenticator {
   /** 401 for a missing, malformed, unknown, revoked or expired key; 402 for an inactive company. */
   async authenticate(presented: unknown, now = new Date()): Promise<AuthContext> {
     if (presented === undefined) throw new UnauthorizedError('The x-api-key header is missing');
+    // Malformed keys are refused without a lookup: they cost nothing and can never match.
     if (!isWellFormedApiKey(presented)) throw new UnauthorizedError('The API key is invalid');
     const hash = hashApiKey(presented);
     const found = this.cache.get(hash) ?? (await this.load(hash));

@@ -26,20 +26,15 @@ export interface ExtAuthDeps {
  */
 export function createExtAuthHook(deps: ExtAuthDeps) {
   return async function authenticateExtRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const presented = request.headers['x-api-key'];
-    const blockedFor = deps.failedAuthThrottle.blockedFor(request.ip);
-    if (blockedFor !== undefined) {
-      rateLimitRejections.inc({ reason: 'failed_auth' });
-      throw new RateLimitedError(blockedFor, 'Too many failed authentication attempts');
-    }
-
     let auth: AuthContext;
     try {
-      auth = await deps.authenticator.authenticate(presented);
+      auth = await deps.authenticator.authenticate(request.headers['x-api-key']);
     } catch (error) {
-      // Only a well-formed key that matches nothing looks like guessing; missing or revoked keys do not count.
+      // Guessing is throttled per client address: a well-formed key that matches nothing counts, and once
+      // over the limit such failures answer 429. A missing, malformed (never looked up), revoked or
+      // expired key is no guess, and a valid key from the same address (a NAT, a proxy) still gets through.
       if (error instanceof UnknownApiKeyError) {
-        const wait = await deps.failedAuthThrottle.recordFailure(request.ip);
+        const wait = deps.failedAuthThrottle.blockedFor(request.ip) ?? (await deps.failedAuthThrottle.recordFailure(request.ip));
         if (wait !== undefined) {
           rateLimitRejections.inc({ reason: 'failed_auth' });
           throw new RateLimitedError(wait, 'Too many failed authentication attempts');

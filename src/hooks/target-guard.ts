@@ -53,9 +53,10 @@ export class TargetGuard {
     try {
       addresses = ipaddr.isValid(host) ? [host] : await this.resolve(host);
     } catch {
-      return 'host name does not resolve';
+      // A name that does not resolve yet (or DNS that is briefly down) is no SSRF: nothing can be
+      // reached through it now, and every delivery checks the address it actually connects to.
+      return undefined;
     }
-    if (addresses.length === 0) return 'host name does not resolve';
     if (addresses.some(isForbiddenAddress)) return 'resolves to a private, loopback or otherwise internal address';
     return undefined;
   }

@@ -7,7 +7,6 @@ import { PROBLEM_CONTENT_TYPE } from './problem.js';
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const EXT_PREFIX = '/v1/ext/';
-const ADMIN_PREFIX = '/v1/admin/';
 
 const RATE_LIMIT_HEADERS = {
   'RateLimit-Limit': { $ref: '#/components/headers/RateLimitLimit' },
@@ -43,7 +42,7 @@ const STATUS_DESCRIPTIONS: Record<string, string> = {
 
 /** `GET /v1/ext/items/{item_id}` → `getItemsItemId`: stable ids that tools can name operations by. */
 function operationIdFor(method: string, path: string): string {
-  const words = path.replace(/^\/v1\/(ext\/)?/, '').split(/[/{}_-]+/).filter(Boolean);
+  const words = path.slice(EXT_PREFIX.length).split(/[/{}_-]+/).filter(Boolean);
   return method + words.map((word) => word[0].toUpperCase() + word.slice(1)).join('');
 }
 
@@ -73,7 +72,6 @@ function decorateDocument(document: Json): Json {
   for (const [path, operations] of Object.entries<Json>(document.paths ?? {})) {
     for (const [method, operation] of Object.entries<Json>(operations)) {
       operation.operationId ??= operationIdFor(method, path);
-      operation.summary ??= `${method.toUpperCase()} ${path.replace(ADMIN_PREFIX, '')}`;
       for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
         const code = Number(status);
         if (response.description === 'Default Response') response.description = STATUS_DESCRIPTIONS[status] ?? 'Response';
@@ -135,8 +133,7 @@ function decorateDocument(document: Json): Json {
 
 /**
  * The OpenAPI 3.1 document of the external API, generated from the same zod schemas that validate
- * requests and serialize responses. The admin API is included (tag `admin`, bearer ADMIN_TOKEN);
- * operations routes are not.
+ * requests and serialize responses.
  */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(fastifySwagger, {
@@ -147,7 +144,6 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       components: {
         securitySchemes: {
           ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'x-api-key' },
-          AdminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN; the admin API stands in for the product settings UI' },
         },
       },
       tags: [
@@ -155,17 +151,13 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'items', description: 'Items (deals) moving through pipelines' },
         { name: 'tasks', description: 'Tasks assigned to users' },
         { name: 'hooks', description: 'REST hook subscriptions and their deliveries' },
-        { name: 'admin', description: 'Companies, users, pipelines, API keys and automations (ADMIN_TOKEN, not an API key)' },
       ],
     },
     transform: (input) => {
       const { url, route } = input as { url: string; route: { config?: { scope?: string } } };
-      const transformed = jsonSchemaTransform(input);
-      if (url.startsWith(ADMIN_PREFIX)) {
-        (transformed.schema as Json).security = [{ AdminToken: [] }];
-        return transformed;
-      }
+      // The document of the external API only (DECISIONS.md section 11): admin and ops routes are left out.
       if (!url.startsWith(EXT_PREFIX) || url === `${EXT_PREFIX}openapi.json`) return { schema: { hide: true } as never, url };
+      const transformed = jsonSchemaTransform(input);
       const scope = route.config?.scope;
       (transformed.schema as Json).security = [{ ApiKeyAuth: scope ? [scope] : [] }];
       if (scope) (transformed.schema as Json)['x-required-scope'] = scope;

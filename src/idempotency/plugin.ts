@@ -12,9 +12,6 @@ declare module 'fastify' {
 
 const HEADER = 'idempotency-key';
 const VALID_KEY = /^[\x20-\x7E]{1,255}$/;
-/** How long a duplicate waits for the first request to finish before answering 409. */
-const WAIT_FOR_FIRST_MS = 5_000;
-const POLL_MS = 20;
 /** A claim this old belongs to a request that died; it no longer blocks its key. */
 const ABANDONED_AFTER_MS = 60_000;
 
@@ -44,7 +41,7 @@ function replay(reply: FastifyReply, record: IdempotencyRecord): FastifyReply {
 /**
  * Stripe-style Idempotency-Key for every POST under /v1/ext/ (DECISIONS.md section 1): the first
  * response is kept per API key for 24 h; the same key and body replays it, a different body is 422,
- * and a duplicate arriving while the first runs waits briefly for it, then gets 409.
+ * and a duplicate arriving while the first still runs gets 409 (the client retries it later).
  */
 export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepository): void {
   // Hash the body as the client sent it, before validation fills in defaults.
@@ -65,7 +62,6 @@ export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepos
     const pending = request.idempotency;
     if (!pending) return;
     const keyId = authOf(request).keyId;
-    const deadline = Date.now() + WAIT_FOR_FIRST_MS;
     for (;;) {
       const claim = await repo.claim(keyId, pending.key, pending.requestHash);
       if (claim.claimed) {
@@ -80,8 +76,7 @@ export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepos
         await repo.release(existing._id);
         continue;
       }
-      if (Date.now() >= deadline) throw new IdempotencyInProgressError();
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      throw new IdempotencyInProgressError();
     }
   });
 

@@ -4,18 +4,17 @@ import type { PipelineDoc } from '../pipelines/repository.js';
 import type { FieldDefinition } from '../pipelines/schemas.js';
 import { ValidationError } from '../shared/errors.js';
 import { problemsFromZodIssues } from '../shared/zod-problems.js';
+import { isIsoDate, isIsoTimestamp } from '../shared/time.js';
 
 export type CustomValue = string | number | boolean | string[] | null;
 export type CustomValues = Record<string, CustomValue>;
 
-const ISO_DATE = /^\d{4}-\d{2}-\d{2}$/;
-const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
 
 /** A date field takes an ISO date (kept as is) or an ISO timestamp (normalised to UTC with ms). */
 const dateValue = z
   .string()
-  .refine((value) => (ISO_DATE.test(value) || ISO_TIMESTAMP.test(value)) && !Number.isNaN(Date.parse(value)), 'expected an ISO 8601 date or timestamp')
-  .transform((value) => (ISO_DATE.test(value) ? value : new Date(value).toISOString()));
+  .refine((value) => isIsoDate(value) || isIsoTimestamp(value), 'expected an ISO 8601 date or timestamp')
+  .transform((value) => (isIsoDate(value) ? value : new Date(value).toISOString()));
 
 function valueSchema(field: FieldDefinition): z.ZodType<CustomValue> {
   switch (field.type) {

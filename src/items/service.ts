@@ -56,9 +56,10 @@ function checkPosition(pipeline: PipelineDoc, stageId: string | undefined, statu
 }
 
 /** `If-Match: "3"` (or a weak `W/"3"`) names the version the client expects. */
-function versionFromIfMatch(header: string): number | undefined {
+function ifMatchAccepts(header: string, version: number): boolean {
+  if (header.trim() === '*') return true; // any current representation
   const match = /^(?:W\/)?"(\d+)"$/.exec(header.trim());
-  return match ? Number(match[1]) : undefined;
+  return match !== null && Number(match[1]) === version;
 }
 
 function mergeCustom(current: CustomValues, changes: CustomValues): CustomValues {
@@ -154,7 +155,7 @@ export class ItemsService {
       }
       throwIfAny(problems);
 
-      if (ifMatch !== undefined && versionFromIfMatch(ifMatch) !== current.version) {
+      if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, current.version)) {
         throw new PreconditionFailedError(current.version);
       }
       if (body.version !== undefined && body.version !== current.version) throw new VersionConflictError(current.version);

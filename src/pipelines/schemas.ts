@@ -2,19 +2,23 @@ import { z } from 'zod';
 
 export const FIELD_TYPES = ['text', 'number', 'boolean', 'date', 'select', 'multi_select', 'email', 'url'] as const;
 
-/** Output keys of an item (DECISIONS.md section 6) and names that would confuse input; no custom field may take them. */
+/** Output keys of an item (DECISIONS.md section 6) and the prototype names; no custom field may take them. */
 export const RESERVED_FIELD_NAMES = new Set([
   'item_id', 'short_id', 'name', 'pipeline', 'stage', 'status', 'contact_id', 'source', 'created_at',
-  'updated_at', 'version', 'metadata', 'pipeline_id', 'stage_id', 'status_id', 'company_id', 'id',
-  '__proto__', 'constructor', 'prototype', 'hasOwnProperty', 'toString', 'valueOf',
+  'updated_at', 'version', '__proto__', 'constructor', 'prototype',
 ]);
 
-// Starts with a letter: rules out `$`/`_` prefixes and dots by construction.
-const FIELD_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
-
+/**
+ * DECISIONS.md section 6: a field name may not collide with an output key, start with `$` or `_`,
+ * contain `.`, or be a prototype name. Control characters and surrounding spaces are refused too.
+ */
 export const fieldNameSchema = z
   .string()
-  .regex(FIELD_NAME, 'must start with a letter and contain only letters, digits and _ (at most 64)')
+  .min(1)
+  .max(64)
+  .refine((name) => !/^[$_]/.test(name), 'must not start with $ or _')
+  .refine((name) => !name.includes('.'), 'must not contain a dot')
+  .refine((name) => !/[\u0000-\u001f\u007f]/.test(name) && name.trim() === name, 'must not contain control characters or surrounding spaces')
   .refine((name) => !RESERVED_FIELD_NAMES.has(name), 'is a reserved name');
 
 export const fieldDefinitionSchema = z

@@ -7,7 +7,9 @@ export interface UserDoc {
   _id: string;
   company_id: string;
   name: string;
+  /** As given; uniqueness is case-insensitive through `email_normalized`. */
   email: string;
+  email_normalized: string;
   created_at: Date;
 }
 
@@ -20,7 +22,7 @@ export class UsersRepository {
 
   static async ensureIndexes(db: Db): Promise<void> {
     await db.collection('users').createIndexes([
-      { key: { company_id: 1, email: 1 }, name: 'company_email_unique', unique: true },
+      { key: { company_id: 1, email_normalized: 1 }, name: 'company_email_unique', unique: true },
       { key: { company_id: 1, _id: 1 }, name: 'company_id' },
     ]);
   }
@@ -30,7 +32,8 @@ export class UsersRepository {
       _id: newId('user'),
       company_id: companyId,
       name: input.name,
-      email: input.email.toLowerCase(),
+      email: input.email,
+      email_normalized: input.email.toLowerCase(),
       created_at: new Date(),
     };
     try {

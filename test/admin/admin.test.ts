@@ -33,7 +33,8 @@ describe('admin API', () => {
     const company = (await admin(t.app, 'POST', '/companies', { name: 'Shape Co' }, 201)).json();
     expect(company).toEqual({ company_id: expect.any(String), name: 'Shape Co', subscription_status: 'active', created_at: expect.stringMatching(/\.\d{3}Z$/) });
     const user = (await admin(t.app, 'POST', `/companies/${company.company_id}/users`, { name: 'U', email: 'U@Example.com' }, 201)).json();
-    expect(user).toEqual({ user_id: expect.any(String), name: 'U', email: 'u@example.com' });
+    expect(user).toEqual({ user_id: expect.any(String), name: 'U', email: 'U@Example.com' });
+    expectProblem(await admin(t.app, 'POST', `/companies/${company.company_id}/users`, { name: 'U2', email: 'u@EXAMPLE.com' }), 400, 'validation_failed');
     const pipeline = (await admin(t.app, 'POST', `/companies/${company.company_id}/pipelines`, pipelineBody([{ name: 'size', type: 'number' }]), 201)).json();
     expect(pipeline).toEqual({
       pipeline_id: expect.any(String), name: 'P',

@@ -116,17 +116,20 @@ describe('API keys', () => {
 });
 
 describe('failed authentication throttling', () => {
-  it('answers 429 to an address that keeps guessing keys, while missing keys do not count', async () => {
+  it('answers 429 to an address that keeps guessing keys, while missing keys do not count and valid keys pass', async () => {
     const app = await buildApp({ config: { ...t.config, QUEUE_PREFIX: `${t.config.QUEUE_PREFIX}-guess` }, db: t.db, redis: t.redis });
     try {
       for (let i = 0; i < 30; i++) expect((await ext(app, undefined, 'GET', '/pipelines')).statusCode).toBe(401);
       const statuses: number[] = [];
+      for (let i = 0; i < 30; i++) expect((await ext(app, `malformed-${i}`, 'GET', '/pipelines')).statusCode).toBe(401);
       for (let i = 0; i < 25; i++) statuses.push((await ext(app, `prk_${String(i).padStart(43, 'x')}`, 'GET', '/pipelines')).statusCode);
       expect(statuses.slice(0, 20).every((status) => status === 401)).toBe(true);
       expect(statuses.slice(20).every((status) => status === 429)).toBe(true);
-      const blocked = await ext(app, tenant.key, 'GET', '/pipelines');
+      const blocked = await ext(app, `prk_${'y'.repeat(43)}`, 'GET', '/pipelines');
       expectProblem(blocked, 429, 'rate_limited');
       expect(Number(blocked.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect((await ext(app, tenant.key, 'GET', '/pipelines')).statusCode).toBe(200);
+      expectProblem(await ext(app, undefined, 'GET', '/pipelines'), 401, 'unauthorized');
     } finally {
       await app.close();
     }

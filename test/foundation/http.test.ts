@@ -48,6 +48,19 @@ describe('HTTP conventions', () => {
     expectProblem(response, 413, 'payload_too_large');
   });
 
+  it('treats an empty body with a JSON content type as no body, not as invalid JSON', async () => {
+    const response = await t.app.inject({ method: 'POST', url: '/v1/admin/companies', headers: { ...adminHeaders, 'content-type': 'application/json' } });
+    const body = expectProblem(response, 400, 'validation_failed');
+    expect(body.code).not.toBe('invalid_json');
+  });
+
+  it('accepts the bearer scheme in any case', async () => {
+    const response = await t.app.inject({
+      method: 'POST', url: '/v1/admin/companies', headers: { authorization: `bearer ${TEST_ADMIN_TOKEN}` }, payload: { name: 'Case Co' },
+    });
+    expect(response.statusCode).toBe(201);
+  });
+
   it('lists every problem of an invalid body, unknown fields included', async () => {
     const response = await admin(t.app, 'POST', '/companies', { name: '', colour: 'red', subscription_status: 'maybe' });
     const body = expectProblem(response, 400, 'validation_failed');

@@ -58,6 +58,11 @@ describe('SSRF guard', () => {
     expect((await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://public.test/hook', event: '*' })).statusCode).toBe(201);
   });
 
+  it('accepts a name that does not resolve yet (deliveries check the address they connect to)', async () => {
+    const tenant = await createTenant(app);
+    expect((await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://not-yet-in-dns.test/hook', event: '*' })).statusCode).toBe(201);
+  });
+
   it('refuses at delivery time when DNS changed to 127.0.0.1 since subscribing (rebinding)', async () => {
     const inbox = await Receiver.start();
     try {

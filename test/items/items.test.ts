@@ -45,6 +45,12 @@ describe('custom fields', () => {
     expect(stored?.custom).toEqual(metadata);
   });
 
+  it('refuses dates that are not on the calendar instead of rolling them over', async () => {
+    const body = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { ...base(), metadata: { region: 'x', close_on: '2026-02-30' } }), 400, 'validation_failed');
+    expect(paths(body)).toEqual(['metadata.close_on']);
+    expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { ...base(), metadata: { region: 'x', close_on: '2026-02-30T10:00:00Z' } }), 400, 'validation_failed');
+  });
+
   it('normalises timestamps in date fields to UTC and shows unset fields as null', async () => {
     const created = await createItem(t.app, tenant, { metadata: { region: 'x', close_on: '2026-12-01T10:00:00+02:00' } });
     expect(created.close_on).toBe('2026-12-01T08:00:00.000Z');
@@ -119,6 +125,8 @@ describe('create and update rules', () => {
     const ok = await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v3' }, { 'if-match': '"2"' });
     expect(ok.json()).toMatchObject({ name: 'v3', version: 3 });
     expect(ok.headers.etag).toBe('"3"');
+    const any = await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v4' }, { 'if-match': '*' });
+    expect(any.json()).toMatchObject({ name: 'v4', version: 4 });
   });
 
   it('lets exactly one of 20 concurrent PATCHes with the same version win', async () => {

@@ -133,14 +133,24 @@ describe('check-duplicates', () => {
 });
 
 describe('Idempotency-Key', () => {
-  it('10 concurrent identical POSTs create one item and all answer with its item_id', async () => {
+  it('10 concurrent identical POSTs create one item; duplicates in flight get 409, later retries replay it', async () => {
     const tenant = await createTenant(t.app);
     const body = { name: 'Once', pipeline_id: tenant.pipelineId, stage_id: tenant.stageIds[0] };
-    const responses = await Promise.all(Array.from({ length: 10 }, () => ext(t.app, tenant.key, 'POST', '/items', body, { 'idempotency-key': 'create-once' })));
-    expect(responses.map((response) => response.statusCode)).toEqual(Array(10).fill(201));
-    const ids = new Set(responses.map((response) => response.json().item_id));
-    expect(ids.size).toBe(1);
-    expect(responses.filter((response) => response.headers['idempotent-replayed'] === 'true')).toHaveLength(9);
+    const send = () => ext(t.app, tenant.key, 'POST', '/items', body, { 'idempotency-key': 'create-once' });
+    const responses = await Promise.all(Array.from({ length: 10 }, send));
+    const created = responses.filter((response) => response.statusCode === 201);
+    const inFlight = responses.filter((response) => response.statusCode === 409);
+    expect(created.length + inFlight.length).toBe(10);
+    expect(created.length).toBeGreaterThanOrEqual(1);
+    for (const response of inFlight) expectProblem(response, 409, 'idempotency_in_progress');
+    const itemId = created[0].json().item_id;
+    expect(created.every((response) => response.json().item_id === itemId)).toBe(true);
+    const retries = await Promise.all(Array.from({ length: 10 }, send));
+    for (const retry of retries) {
+      expect(retry.statusCode).toBe(201);
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(retry.json().item_id).toBe(itemId);
+    }
     expect(await t.db.collection('items').countDocuments({ company_id: tenant.companyId })).toBe(1);
   });
 

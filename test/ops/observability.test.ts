@@ -49,10 +49,7 @@ describe('API reference', () => {
     expect(document.paths['/v1/ext/items'].post.parameters.some((parameter: { name: string }) => parameter.name === 'Idempotency-Key')).toBe(true);
     expect(Object.keys(document.webhooks)).toEqual(expect.arrayContaining(['task.created', 'task.overdue', 'item.updated']));
     expect(document.components.schemas.Item.additionalProperties).toBeDefined();
-    const adminCreate = document.paths['/v1/admin/companies/{company_id}/api-keys'].post;
-    expect(adminCreate.security).toEqual([{ AdminToken: [] }]);
-    expect(adminCreate.responses['401'].content['application/problem+json']).toBeDefined();
-    expect(document.paths['/healthz']).toBeUndefined();
+    expect(Object.keys(document.paths).every((path) => path.startsWith('/v1/ext/'))).toBe(true);
   });
 
   it('declares a response schema on every JSON route', () => {
@@ -73,7 +70,7 @@ describe('API reference', () => {
   }, 60_000);
 
   it('is rendered at /docs', async () => {
-    const page = await t.app.inject({ method: 'GET', url: '/docs/' });
+    const page = await t.app.inject({ method: 'GET', url: '/docs' });
     expect(page.statusCode).toBe(200);
     expect(page.headers['content-type']).toMatch(/text\/html/);
   });

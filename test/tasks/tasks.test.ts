@@ -61,6 +61,8 @@ describe('creating a task', () => {
     );
     expect(paths(expectProblem(await post({ title: 'x'.repeat(501), due_at: DUE, duration_minutes: 1.5 }), 400, 'validation_failed'))).toEqual(['duration_minutes', 'title']);
     expect(paths(expectProblem(await post({ title: 'x', due_at: '2026-11-22' }), 400, 'validation_failed'))).toEqual(['due_at']);
+    expect(paths(expectProblem(await post({ title: 'x', due_at: '2026-02-30T10:30:00Z' }), 400, 'validation_failed'))).toEqual(['due_at']);
+    expect(paths(expectProblem(await post({ title: 'x', due_at: '2026-11-22T24:30:00Z' }), 400, 'validation_failed'))).toEqual(['due_at']);
   });
 
   it('rejects unknown and output-only fields', async () => {
