@@ -25,8 +25,9 @@ export const opsRoutes: FastifyPluginAsyncZod = async (app) => {
   // Ready while MongoDB answers; Redis is reported but does not make the process unready,
   // because the API keeps serving through a Redis outage (DECISIONS.md section 4).
   app.get('/readyz', { schema: { hide: true, response: { 200: readinessSchema, 503: readinessSchema } } }, async (request, reply) => {
-    const mongo = (await pingMongo(app.deps.db)) ? 'ok' : 'down';
-    const redis = isRedisReady(app.deps.redis) ? 'ok' : 'down';
+    const [mongoUp, redisUp] = await Promise.all([pingMongo(app.deps.db), isRedisReady(app.deps.redis)]);
+    const mongo = mongoUp ? 'ok' : 'down';
+    const redis = redisUp ? 'ok' : 'down';
     const body = { status: mongo, mongo, redis } as const;
     if (mongo === 'down') reply.code(503).header('retry-after', '5');
     return body;

@@ -25,6 +25,18 @@ export function createWorkerRedis(url: string, options: RedisOptions = {}): Redi
   });
 }
 
-export function isRedisReady(redis: Redis): boolean {
-  return redis.status === 'ready';
+/** Whether Redis answers: at once when connected, else it gets `timeoutMs` to finish (re)connecting. */
+export async function isRedisReady(redis: Redis, timeoutMs = 500): Promise<boolean> {
+  if (redis.status === 'ready') return true;
+  return new Promise((resolve) => {
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    const timer = setTimeout(() => {
+      redis.off('ready', onReady);
+      resolve(false);
+    }, timeoutMs);
+    redis.once('ready', onReady);
+  });
 }
