@@ -1,0 +1,83 @@
+import { readFileSync } from 'node:fs';
+
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+/** CPU seconds (user + system) a process has used so far, from /proc/PID/stat; undefined once it is gone. */
+function cpuSecondsOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds all processes of the machine have used (busy time of every core, from /proc/stat). */
+function machineBusySeconds(): number | undefined {
+  try {
+    const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+    return (user + nice + system + irq + softirq + steal) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+export type CpuSnapshot = { at: number; seconds: Map<string, number>; machine?: number };
+
+/**
+ * How busy each process was during a run, in percent of one core: on a 2-core machine this tells
+ * which process is the bottleneck of a scenario (our web process, or the database it waits on).
+ */
+export class CpuMeter {
+  private readonly pids = new Map<string, number>();
+
+  watch(name: string, pid: number | undefined): void {
+    if (pid) this.pids.set(name, pid);
+  }
+
+  snapshot(): CpuSnapshot {
+    const seconds = new Map<string, number>();
+    for (const [name, pid] of this.pids) {
+      const used = name === 'bench' ? process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 : cpuSecondsOf(pid);
+      if (used !== undefined) seconds.set(name, used);
+    }
+    return { at: performance.now(), seconds, machine: machineBusySeconds() };
+  }
+
+  /**
+   * CPU seconds each process used since `before`, plus `others`: everything else on the machine
+   * (when that is high, the figures are not to be trusted).
+   */
+  usedSince(before: CpuSnapshot): CpuUsage {
+    const now = this.snapshot();
+    const used = new Map([...now.seconds].map(([name, seconds]) => [name, seconds - (before.seconds.get(name) ?? seconds)]));
+    if (now.machine !== undefined && before.machine !== undefined) {
+      const ours = [...used.values()].reduce((sum, seconds) => sum + seconds, 0);
+      used.set('others', Math.max(0, now.machine - before.machine - ours));
+    }
+    return { seconds: used, elapsed: (now.at - before.at) / 1000 };
+  }
+
+  /** Percent of one core per process since `before`, busiest first, e.g. "web 97%, mongo 64%, others 12%". */
+  since(before: CpuSnapshot): string {
+    return formatUsage(this.usedSince(before));
+  }
+}
+
+export interface CpuUsage {
+  seconds: Map<string, number>;
+  elapsed: number;
+}
+
+export function formatUsage(usage: CpuUsage): string {
+  return [...usage.seconds]
+    .map(([name, seconds]) => [name, (seconds / usage.elapsed) * 100] as const)
+    .filter(([, percent]) => percent >= 1)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, percent]) => `${name} ${percent.toFixed(0)}%`)
+    .join(', ');
+}
+
+export const cpuMeter = new CpuMeter();

@@ -1,0 +1,116 @@
+import autocannon from 'autocannon';
+import { cpuMeter, formatUsage } from './cpu.js';
+
+/** One side of a comparison: where to send what. Built afresh for every run (rotations, versions). */
+export interface LoadTarget {
+  url: string;
+  method?: 'GET' | 'POST' | 'PATCH';
+  headers?: Record<string, string>;
+  body?: string;
+  /** Per-request paths, bodies and response hooks (autocannon's `requests`). */
+  requests?: autocannon.Request[];
+  /** Requests per second over all connections; unset means as fast as the server answers. */
+  overallRate?: number;
+  /** The process answering (as named in the CPU meter), for its CPU time per request. */
+  server?: string;
+}
+
+export interface Figures {
+  /** 2xx responses per second. */
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Non-2xx answers and connection errors: a scenario with many is measuring the wrong thing. */
+  failures: number;
+  requests: number;
+  /** Percent of one core used by each process during the (last) run, busiest first. */
+  cpu: string;
+  /**
+   * CPU milliseconds the serving process spent per request: unlike req/s this hardly moves when
+   * other work competes for the cores, so it is the steadier measure of our own cost.
+   */
+  serverCpuMs?: number;
+}
+
+export interface Comparison {
+  ours: Figures;
+  baseline: Figures;
+  runs: number;
+}
+
+export async function fire(target: LoadTarget, seconds: number, connections: number): Promise<Figures> {
+  const before = cpuMeter.snapshot();
+  const result = await autocannon({
+    url: target.url,
+    method: target.method ?? 'GET',
+    headers: target.headers,
+    body: target.body,
+    requests: target.requests,
+    connections,
+    duration: seconds,
+    pipelining: 1,
+    timeout: 10,
+    ...(target.overallRate ? { overallRate: target.overallRate } : {}),
+  });
+  const usage = cpuMeter.usedSince(before);
+  const serverSeconds = target.server ? usage.seconds.get(target.server) : undefined;
+  const answered = result['2xx'] + result.non2xx;
+  return {
+    rps: result['2xx'] / result.duration,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    failures: result.non2xx + result.errors,
+    requests: result['2xx'] + result.non2xx,
+    cpu: formatUsage(usage),
+    serverCpuMs: serverSeconds === undefined || answered === 0 ? undefined : (serverSeconds * 1000) / answered,
+  };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+function medianFigures(runs: Figures[]): Figures {
+  return {
+    rps: median(runs.map((run) => run.rps)),
+    p50: median(runs.map((run) => run.p50)),
+    p99: median(runs.map((run) => run.p99)),
+    failures: runs.reduce((sum, run) => sum + run.failures, 0),
+    requests: runs.reduce((sum, run) => sum + run.requests, 0),
+    cpu: runs[runs.length - 1].cpu,
+    serverCpuMs: runs.some((run) => run.serverCpuMs === undefined) ? undefined : median(runs.map((run) => run.serverCpuMs!)),
+  };
+}
+
+export interface CompareSettings {
+  runs: number;
+  warmupSeconds: number;
+  runSeconds: number;
+  connections: number;
+}
+
+/**
+ * Both sides are warmed up, then measured in alternation (ours, baseline, ours, ...), so drift in
+ * the shared backends over the minutes of a run affects both alike. Medians over the runs.
+ */
+export async function compare(
+  label: string,
+  ours: () => Promise<LoadTarget> | LoadTarget,
+  baseline: () => Promise<LoadTarget> | LoadTarget,
+  settings: CompareSettings,
+): Promise<Comparison> {
+  process.stdout.write(`  ${label}: warm-up`);
+  await fire(await ours(), settings.warmupSeconds, settings.connections);
+  await fire(await baseline(), settings.warmupSeconds, settings.connections);
+  const oursRuns: Figures[] = [];
+  const baselineRuns: Figures[] = [];
+  for (let run = 0; run < settings.runs; run++) {
+    oursRuns.push(await fire(await ours(), settings.runSeconds, settings.connections));
+    baselineRuns.push(await fire(await baseline(), settings.runSeconds, settings.connections));
+    process.stdout.write(`, run ${run + 1}: ${oursRuns[run].rps.toFixed(0)} vs ${baselineRuns[run].rps.toFixed(0)} req/s`);
+  }
+  process.stdout.write(`\n    CPU ours: ${oursRuns[oursRuns.length - 1].cpu}; baseline: ${baselineRuns[baselineRuns.length - 1].cpu}\n`);
+  return { ours: medianFigures(oursRuns), baseline: medianFigures(baselineRuns), runs: settings.runs };
+}

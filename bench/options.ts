@@ -1,0 +1,82 @@
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const SCENARIO_GROUPS = ['crud', 'overhead', 'webhooks', 'memory', 'overdue'] as const;
+export type ScenarioGroup = (typeof SCENARIO_GROUPS)[number];
+
+export interface BenchOptions {
+  quick: boolean;
+  /** Measured runs per side; the table shows their median. */
+  runs: number;
+  warmupSeconds: number;
+  runSeconds: number;
+  /** autocannon connections, the same for our route and its baseline. */
+  connections: number;
+  /** Items in the benchmark company (list, get and PATCH scenarios). */
+  items: number;
+  /** Events fanned out in the webhook throughput scenario (and given to the bare worker). */
+  webhookEvents: number;
+  /** Seconds of paced, not backlogged, webhook traffic for the latency figures. */
+  webhookPacedSeconds: number;
+  webhookPacedRate: number;
+  soakSeconds: number;
+  /** Requests per scenario for the Redis round-trip count. */
+  redisTripRequests: number;
+  /** Run the web process with --cpu-prof and print its top self-time functions. */
+  profile: boolean;
+  groups: Set<ScenarioGroup>;
+  /** Logs of the child processes and CPU profiles go here. */
+  outDir: string;
+  /** The whole benchmark is stopped (and every child killed) after this long. */
+  deadlineSeconds: number;
+}
+
+const USAGE = `usage: npm run bench -- [--quick] [--profile] [--only=${SCENARIO_GROUPS.join(',')}] [--runs=N] [--duration=S] [--soak=S]`;
+
+export function parseOptions(argv: string[]): BenchOptions {
+  const flags = new Map<string, string>();
+  for (const arg of argv) {
+    if (arg === '--help' || arg === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    }
+    const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    if (!match) throw new Error(`unknown argument ${arg}\n${USAGE}`);
+    flags.set(match[1], match[2] ?? 'true');
+  }
+  const known = new Set(['quick', 'profile', 'only', 'runs', 'duration', 'soak']);
+  for (const flag of flags.keys()) if (!known.has(flag)) throw new Error(`unknown option --${flag}\n${USAGE}`);
+
+  const quick = flags.get('quick') === 'true';
+  const only = flags.get('only')?.split(',').map((name) => name.trim()) ?? [...SCENARIO_GROUPS];
+  for (const name of only) if (!(SCENARIO_GROUPS as readonly string[]).includes(name)) throw new Error(`unknown scenario group ${name}\n${USAGE}`);
+  // --quick skips the overdue scan: on the stand-in it alone takes about two minutes.
+  const groups = new Set((only as ScenarioGroup[]).filter((group) => !(quick && group === 'overdue' && !flags.has('only'))));
+
+  const outDir = join(tmpdir(), `pipeline-bench-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  mkdirSync(outDir, { recursive: true });
+  const number = (name: string, fallback: number) => {
+    const value = flags.has(name) ? Number(flags.get(name)) : fallback;
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
+    return value;
+  };
+
+  return {
+    quick,
+    runs: number('runs', quick ? 1 : 3),
+    warmupSeconds: quick ? 1 : 3,
+    runSeconds: number('duration', quick ? 3 : 8),
+    connections: 10,
+    items: quick ? 2_000 : 10_000,
+    webhookEvents: quick ? 2_000 : 20_000,
+    webhookPacedSeconds: quick ? 3 : 15,
+    webhookPacedRate: 100,
+    soakSeconds: number('soak', quick ? 10 : 60),
+    redisTripRequests: quick ? 100 : 500,
+    profile: flags.get('profile') === 'true',
+    groups,
+    outDir,
+    deadlineSeconds: (quick ? 170 : 1_500) + (flags.has('soak') ? Number(flags.get('soak')) : 0),
+  };
+}

@@ -1,0 +1,84 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { Redis } from 'ioredis';
+
+/** Local ports of `pid`'s TCP connections to `remotePort` (Linux /proc), i.e. its Redis connections. */
+function connectionPortsOf(pid: number, remotePort: number): Set<number> {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (match) inodes.add(match[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports = new Set<number>();
+  for (const table of ['tcp', 'tcp6']) {
+    let text = '';
+    try {
+      text = readFileSync(`/proc/${pid}/net/${table}`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length < 10 || !inodes.has(fields[9])) continue;
+      const local = Number.parseInt(fields[1].split(':')[1], 16);
+      const remote = Number.parseInt(fields[2].split(':')[1], 16);
+      if (remote === remotePort) ports.add(local);
+    }
+  }
+  return ports;
+}
+
+export interface TripCount {
+  /** Network round trips: a MULTI…EXEC block (one pipelined write) counts once. */
+  tripsPerRequest: number;
+  /** Commands sent by the client (commands run inside Lua scripts are not counted). */
+  commandsPerRequest: number;
+  commands: Map<string, number>;
+}
+
+/**
+ * Counts what one process sends to Redis while `drive` runs `requests` requests one after another,
+ * with MONITOR, keeping only that process's own connections.
+ */
+export async function countRedisTrips(redisUrl: string, pid: number, requests: number, drive: () => Promise<void>): Promise<TripCount> {
+  const redisPort = Number(new URL(redisUrl).port);
+  const ports = connectionPortsOf(pid, redisPort);
+  if (ports.size === 0) throw new Error(`process ${pid} has no connection to Redis on port ${redisPort}`);
+  const client = new Redis(redisUrl);
+  const monitor = await client.monitor();
+  let trips = 0;
+  let total = 0;
+  const commands = new Map<string, number>();
+  const inMulti = new Set<string>();
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    const port = Number(source.split(':').pop());
+    if (source === 'lua' || !ports.has(port)) return;
+    const command = String(args[0]).toLowerCase();
+    if (command === 'multi') {
+      inMulti.add(source);
+      trips++;
+      return;
+    }
+    if (command === 'exec') {
+      inMulti.delete(source);
+      return;
+    }
+    if (!inMulti.has(source)) trips++;
+    total++;
+    commands.set(command, (commands.get(command) ?? 0) + 1);
+  });
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await drive();
+    // Publishing an event happens right after the response: give it a moment to land.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  } finally {
+    monitor.disconnect();
+    client.disconnect();
+  }
+  const perRequest = new Map([...commands].map(([name, count]) => [name, count / requests]));
+  return { tripsPerRequest: trips / requests, commandsPerRequest: total / requests, commands: perRequest };
+}

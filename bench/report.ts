@@ -1,0 +1,63 @@
+import type { Comparison, Figures } from './load.js';
+
+/** One line of the table. `pass` undefined means "reported, no target". */
+export interface Row {
+  scenario: string;
+  value: string;
+  p50?: string;
+  p99?: string;
+  baseline?: string;
+  ratio?: number;
+  target: string;
+  pass?: boolean;
+  /** Printed under the table, numbered. */
+  note?: string;
+}
+
+export const int = (value: number) => Math.round(value).toLocaleString('en-US');
+export const ms = (value: number) => (value >= 100 ? `${Math.round(value)} ms` : `${value.toFixed(1)} ms`);
+
+function failures(figures: Figures): string {
+  return figures.failures > 0 ? ` (${int(figures.failures)} non-2xx/errors of ${int(figures.requests + figures.failures)})` : '';
+}
+
+function cpuPerRequest(comparison: Comparison): string {
+  const { ours, baseline } = comparison;
+  if (ours.serverCpuMs === undefined || baseline.serverCpuMs === undefined) return '';
+  return `CPU of the serving process per request: ours ${ours.serverCpuMs.toFixed(3)} ms, baseline ${baseline.serverCpuMs.toFixed(3)} ms (ratio ${(baseline.serverCpuMs / ours.serverCpuMs).toFixed(2)}). `;
+}
+
+/** A request scenario against its bare baseline, with a minimum ratio as its target. */
+export function comparisonRow(scenario: string, comparison: Comparison, minRatio: number, note?: string): Row {
+  const ratio = comparison.ours.rps / comparison.baseline.rps;
+  const failed = comparison.ours.failures + comparison.baseline.failures;
+  return {
+    scenario,
+    value: `${int(comparison.ours.rps)}${failures(comparison.ours)}`,
+    p50: ms(comparison.ours.p50),
+    p99: ms(comparison.ours.p99),
+    baseline: `${int(comparison.baseline.rps)}${failures(comparison.baseline)} (p50 ${ms(comparison.baseline.p50)}, p99 ${ms(comparison.baseline.p99)})`,
+    ratio,
+    target: `ratio ≥ ${minRatio}`,
+    // Failed requests make the figures meaningless: never a pass then.
+    pass: ratio >= minRatio && failed === 0,
+    note: `${note ? `${note} ` : ''}${cpuPerRequest(comparison)}CPU (% of one core) during ours: ${comparison.ours.cpu}; during the baseline: ${comparison.baseline.cpu}.`,
+  };
+}
+
+export function renderTable(rows: Row[], runs: number): string {
+  const header = ['scenario', `ours (req/s, median of ${runs})`, 'p50', 'p99', 'baseline req/s', 'ratio', 'target', 'result'];
+  const notes: string[] = [];
+  const lines = rows.map((row) => {
+    let scenario = row.scenario;
+    if (row.note) {
+      notes.push(row.note);
+      scenario += ` [${notes.length}]`;
+    }
+    const result = row.pass === undefined ? 'info' : row.pass ? 'PASS' : 'FAIL';
+    return [scenario, row.value, row.p50 ?? '', row.p99 ?? '', row.baseline ?? '', row.ratio === undefined ? '' : row.ratio.toFixed(2), row.target, result];
+  });
+  const escape = (cell: string) => cell.replace(/\|/g, '\\|');
+  const table = [header, header.map(() => '---'), ...lines].map((cells) => `| ${cells.map(escape).join(' | ')} |`);
+  return [...table, '', ...notes.map((note, index) => `[${index + 1}] ${note}`)].join('\n');
+}

@@ -1,0 +1,96 @@
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** Resident set size in MB, as `ps -o rss= -p PID` reports it (KiB); undefined once the process is gone. */
+export async function rssOf(pid: number): Promise<number | undefined> {
+  try {
+    const { stdout } = await run('ps', ['-o', 'rss=', '-p', String(pid)]);
+    const kib = Number(stdout.trim());
+    return Number.isFinite(kib) && kib > 0 ? kib / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Samples the RSS of named processes once a second until stopped. */
+export class RssSampler {
+  readonly samples = new Map<string, Array<{ at: number; mb: number }>>();
+  private readonly pids = new Map<string, number>();
+  private timer?: NodeJS.Timeout;
+
+  watch(name: string, pid: number | undefined): void {
+    if (pid) this.pids.set(name, pid);
+  }
+
+  start(): this {
+    this.timer = setInterval(() => void this.sample(), 1_000);
+    return this;
+  }
+
+  private async sample(): Promise<void> {
+    const at = Date.now();
+    for (const [name, pid] of this.pids) {
+      const mb = await rssOf(pid);
+      if (mb === undefined) continue;
+      const list = this.samples.get(name) ?? [];
+      list.push({ at, mb });
+      this.samples.set(name, list);
+    }
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Every sample as CSV (seconds since the first sample, process, MB), for a plot of the whole run. */
+  writeCsv(file: string): void {
+    const all = [...this.samples].flatMap(([name, list]) => list.map((sample) => ({ name, ...sample })));
+    const start = Math.min(...all.map((sample) => sample.at));
+    const lines = all.sort((a, b) => a.at - b.at).map((sample) => `${((sample.at - start) / 1000).toFixed(0)},${sample.name},${sample.mb.toFixed(1)}`);
+    writeFileSync(file, ['seconds,process,rss_mb', ...lines].join('\n') + '\n');
+  }
+
+  /** Samples of `name` taken in [from, to). */
+  between(name: string, from: number, to: number): Array<{ at: number; mb: number }> {
+    return (this.samples.get(name) ?? []).filter((sample) => sample.at >= from && sample.at < to);
+  }
+}
+
+export interface Flatness {
+  first: number;
+  last: number;
+  min: number;
+  max: number;
+  /** Largest deviation of any sample from the window's median, in percent. */
+  spreadPercent: number;
+  /** Least-squares trend in MB per minute: a leak shows as a steady rise, GC as a saw-tooth around a flat line. */
+  slopeMbPerMinute: number;
+  /** Lowest sample of the first and of the last third: the post-GC floor, which a leak lifts. */
+  floorFirst: number;
+  floorLast: number;
+}
+
+export function flatness(samples: Array<{ at: number; mb: number }>): Flatness | undefined {
+  if (samples.length === 0) return undefined;
+  const values = samples.map((sample) => sample.mb);
+  const sorted = [...values].sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)];
+  const spread = Math.max(...values.map((mb) => Math.abs(mb - median) / median)) * 100;
+  const meanAt = samples.reduce((sum, sample) => sum + sample.at, 0) / samples.length;
+  const meanMb = values.reduce((sum, mb) => sum + mb, 0) / samples.length;
+  const covariance = samples.reduce((sum, sample) => sum + (sample.at - meanAt) * (sample.mb - meanMb), 0);
+  const variance = samples.reduce((sum, sample) => sum + (sample.at - meanAt) ** 2, 0);
+  return {
+    first: values[0],
+    last: values[values.length - 1],
+    min: sorted[0],
+    max: sorted[sorted.length - 1],
+    spreadPercent: spread,
+    slopeMbPerMinute: variance === 0 ? 0 : (covariance / variance) * 60_000,
+    floorFirst: Math.min(...values.slice(0, Math.max(1, Math.floor(values.length / 3)))),
+    floorLast: Math.min(...values.slice(Math.min(values.length - 1, Math.ceil((values.length * 2) / 3)))),
+  };
+}

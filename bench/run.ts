@@ -1,0 +1,125 @@
+// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,overhead,webhooks,memory,overdue]`
+// Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
+// process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
+// one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { createQueue, EVENT_QUEUES } from '../src/shared/queues.js';
+import { Children } from './children.js';
+import { cpuMeter } from './cpu.js';
+import { parseOptions, type BenchOptions } from './options.js';
+import { topSelfTime } from './profile.js';
+import { BenchReceiver } from './receiver.js';
+import { renderTable, type Row } from './report.js';
+import { RssSampler } from './rss.js';
+import { runCrudScenarios } from './scenarios/crud.js';
+import { runMemorySoak } from './scenarios/memory.js';
+import { runOverdueBench } from './scenarios/overdue.js';
+import { runOverheadScenarios } from './scenarios/overhead.js';
+import { runWebhookScenarios } from './scenarios/webhooks.js';
+import { seed } from './seed.js';
+import { startStack, type Stack } from './stack.js';
+
+const options = parseOptions(process.argv.slice(2));
+const children = new Children();
+
+let stopping = false;
+async function abort(reason: string, code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    process.stderr.write(`\nbench: ${reason}; stopping every child process\n`);
+    await children.cleanup();
+  }
+  process.exit(code);
+}
+process.once('SIGINT', () => void abort('interrupted', 130));
+process.once('SIGTERM', () => void abort('terminated', 143));
+process.on('exit', () => children.killAllNow());
+const deadline = setTimeout(() => void abort(`deadline of ${options.deadlineSeconds} s reached`, 1), options.deadlineSeconds * 1000);
+
+/** Events of the CRUD scenarios (a company without hooks) queued while no worker ran: not the webhook scenario's work. */
+async function dropEventBacklog(stack: Stack): Promise<void> {
+  for (const name of EVENT_QUEUES) {
+    const queue = createQueue(name, { connection: stack.redis, prefix: stack.queuePrefix });
+    await queue.obliterate({ force: true });
+    await queue.close();
+  }
+}
+
+/** Top self-time functions of each profiled process's main thread (thread id 0 in the file name). */
+function printProfiles(outDir: string): void {
+  for (const name of ['web', 'worker', 'mongo']) {
+    const dir = join(outDir, name);
+    if (!existsSync(dir)) continue;
+    for (const file of readdirSync(dir).filter((entry) => /\.\d+\.0\.\d+\.cpuprofile$/.test(entry))) {
+      console.log(`\nCPU profile of the ${name} process (${join(dir, file)}):`);
+      console.log(topSelfTime(join(dir, file), 30).join('\n'));
+    }
+  }
+}
+
+function describe(stack: Stack, opts: BenchOptions): string {
+  return [
+    `mode ${opts.quick ? '--quick' : 'full'}; ${opts.runs} run(s) of ${opts.runSeconds} s per side after ${opts.warmupSeconds} s warm-up; ${opts.connections} connections`,
+    `MongoDB: ${stack.mongo.kind === 'stand-in' ? 'the in-memory stand-in (child process) — figures measure the stand-in; the ratios are what matter' : 'MONGO_URL'}; Redis: private redis-server`,
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, node ${process.version}; logs and profiles in ${opts.outDir}`,
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const groups = options.groups;
+  console.log(`npm run bench${options.quick ? ' -- --quick' : ''}: starting the stand-in, Redis, web and baseline processes`);
+  const stack = await startStack(options, children);
+  console.log(describe(stack, options));
+  const sampler = new RssSampler().start();
+  sampler.watch('web', stack.web.child.pid);
+
+  const seedStart = Date.now();
+  const seeded = await seed(stack, options.items);
+  console.log(`seeded 2 companies through the admin API and ${options.items.toLocaleString('en-US')} items by bulk insert in ${((Date.now() - seedStart) / 1000).toFixed(1)} s`);
+  const context = { stack, seeded, options };
+  const measuring = cpuMeter.snapshot();
+  const loadBefore = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
+  const rows: Row[] = [];
+  const elapsed = () => `(${((Date.now() - started) / 1000).toFixed(0)} s)`;
+  if (groups.has('crud')) rows.push(...(await runCrudScenarios(context)));
+  if (groups.has('overhead')) rows.push(...(await runOverheadScenarios(context)));
+  console.log(`request scenarios done ${elapsed()}`);
+  if (groups.has('webhooks') || groups.has('memory')) {
+    // The worker starts only now: on this 2-core machine it would otherwise compete with the web
+    // process during the request scenarios (in production it runs on its own machine).
+    await dropEventBacklog(stack);
+    const worker = await stack.startWorker();
+    sampler.watch('worker', worker.pid);
+    const receiver = await BenchReceiver.start();
+    children.defer(() => receiver.close());
+    if (groups.has('webhooks')) rows.push(...(await runWebhookScenarios(context, receiver)));
+    if (groups.has('memory')) rows.push(...(await runMemorySoak(context, sampler)));
+    console.log(`worker scenarios done ${elapsed()}`);
+  }
+  sampler.stop();
+  sampler.writeCsv(join(options.outDir, 'rss.csv'));
+  const usage = `CPU during the scenarios (% of one core, ${cpus().length} cores): ${cpuMeter.since(measuring)}; load average before: ${loadBefore}` +
+    ' — "others" is everything not started by the benchmark; when it is high the figures are unreliable';
+  await stack.close();
+
+  if (options.profile) printProfiles(options.outDir);
+  if (groups.has('overdue')) rows.push(...(await runOverdueBench(children)));
+
+  console.log(`\n## npm run bench${options.quick ? ' -- --quick' : ''} (${new Date().toISOString().slice(0, 16)}Z, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  console.log(`${describe(stack, options)}\n${usage}`.replace(/^/gm, '> ') + '\n');
+  console.log(renderTable(rows, options.runs));
+}
+
+try {
+  await main();
+  clearTimeout(deadline);
+  await children.cleanup();
+  process.exit(0);
+} catch (error) {
+  console.error(error);
+  await abort('failed', 1);
+}

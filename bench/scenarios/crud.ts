@@ -1,0 +1,103 @@
+import type autocannon from 'autocannon';
+import type { ItemDoc } from '../../src/items/repository.js';
+import { compare, type LoadTarget } from '../load.js';
+import { comparisonRow, int, type Row } from '../report.js';
+import { compareSettings, json, type BenchContext } from './context.js';
+
+const CRUD_TARGET = 0.7;
+
+/** Cycles through `ids`, one per request, so no single document is hot. */
+function rotating(ids: string[], path: (id: string) => string, extra: Partial<autocannon.Request> = {}): autocannon.Request[] {
+  let next = 0;
+  return [{ ...extra, setupRequest: (request) => ({ ...request, path: path(ids[next++ % ids.length]) }) }];
+}
+
+/**
+ * PATCH with the current version: versions are read from MongoDB before each run and advanced from
+ * every 200 answer, and the rotation is long enough that no item is in flight twice, so every
+ * request is a real update and none a 409.
+ */
+async function versionedPatches(context: BenchContext, path: (id: string) => string, idOf: (body: Record<string, unknown>) => string): Promise<autocannon.Request[]> {
+  const versions = new Map<string, number>();
+  // Requests still in flight when the previous run stopped land a moment later: read after them.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const docs = await context.stack.db
+    .collection<ItemDoc>('items')
+    .find({ company_id: context.seeded.crud.companyId }, { projection: { _id: 1, version: 1 } })
+    .toArray();
+  for (const doc of docs) versions.set(doc._id, doc.version);
+  const ids = context.seeded.itemIds;
+  let next = 0;
+  return [{
+    method: 'PATCH',
+    setupRequest: (request) => {
+      const id = ids[next++ % ids.length];
+      return { ...request, path: path(id), body: JSON.stringify({ name: `Deal ${id.slice(-6)} rev ${next}`, version: versions.get(id) }) };
+    },
+    onResponse: (status, body) => {
+      if (status !== 200) return;
+      const doc = JSON.parse(body) as Record<string, unknown>;
+      versions.set(idOf(doc), doc.version as number);
+    },
+  }];
+}
+
+export async function runCrudScenarios(context: BenchContext): Promise<Row[]> {
+  const { stack, seeded, options } = context;
+  const settings = compareSettings(options);
+  const tenant = seeded.crud;
+  const ours = (target: Omit<LoadTarget, 'url'>): LoadTarget => ({ url: stack.web.url, server: 'web', ...target, headers: { 'x-api-key': tenant.key, ...json, ...target.headers } });
+  const bare = (target: Omit<LoadTarget, 'url'>): LoadTarget => ({ url: stack.baseline.url, server: 'baseline', ...target, headers: { ...json, ...target.headers } });
+  const tenancy = `company_id=${tenant.companyId}`;
+  const rows: Row[] = [];
+
+  console.log('CRUD scenarios');
+  const list = await compare(
+    'list items',
+    () => ours({ requests: [{ path: `/v1/ext/items?limit=50&pipeline_id=${tenant.pipelineId}` }] }),
+    () => bare({ requests: [{ path: `/items?${tenancy}&pipeline_id=${tenant.pipelineId}&limit=50` }] }),
+    settings,
+  );
+  rows.push(comparisonRow(
+    `list items (limit=50, pipeline filter, ${int(options.items)} items)`,
+    list,
+    CRUD_TARGET,
+    'Baseline: the same find (filter, projection, sort, limit 51) returning the documents. Ours also reads the pipeline once per page (custom fields) and maps/serializes 50 items.',
+  ));
+
+  const get = await compare(
+    'get item',
+    () => ours({ requests: rotating(seeded.itemIds, (id) => `/v1/ext/items/${id}`) }),
+    () => bare({ requests: rotating(seeded.itemIds, (id) => `/items/${id}?${tenancy}`) }),
+    settings,
+  );
+  rows.push(comparisonRow('get one item', get, CRUD_TARGET, 'Baseline: findOne of the item plus findOne of its pipeline, the two reads our route makes.'));
+
+  const taskBody = JSON.stringify({ title: 'Call back about the renewal', due_at: '2031-01-15T09:30:00Z' });
+  const create = await compare(
+    'create task',
+    () => ours({ method: 'POST', body: taskBody, requests: [{ method: 'POST', path: '/v1/ext/tasks', body: taskBody }] }),
+    () => bare({ method: 'POST', body: taskBody, requests: [{ method: 'POST', path: `/tasks?${tenancy}&user_id=${tenant.userId}`, body: taskBody }] }),
+    settings,
+  );
+  rows.push(comparisonRow(
+    'create task (event recorded)',
+    create,
+    CRUD_TARGET,
+    'Baseline: one insertOne of the same task document with its event. Ours also reads the assignee (users.findOne) and, after answering, publishes the event to Redis (2 queues) and clears it from the outbox (two more MongoDB writes).',
+  ));
+
+  const patch = await compare(
+    'patch item',
+    async () => ours({ requests: await versionedPatches(context, (id) => `/v1/ext/items/${id}`, (doc) => doc.item_id as string) }),
+    async () => bare({ requests: await versionedPatches(context, (id) => `/items/${id}?${tenancy}`, (doc) => doc._id as string) }),
+    settings,
+  );
+  rows.push(comparisonRow(
+    'PATCH item with version',
+    patch,
+    CRUD_TARGET,
+    'Baseline: the single findOneAndUpdate with the version in its filter. Ours first reads the item and its pipeline (to validate and compute the event\'s changes), then makes that same findOneAndUpdate, and after answering publishes the item.updated event and clears it from the outbox (two more MongoDB writes).',
+  ));
+  return rows;
+}

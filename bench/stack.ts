@@ -1,0 +1,140 @@
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { MongoClient, type Db } from 'mongodb';
+import { freePort, PrivateRedisServer } from '../src/dev/redis-server.js';
+import { Children, waitForHttp, waitForLine } from './children.js';
+import { cpuMeter } from './cpu.js';
+import type { BenchOptions } from './options.js';
+
+export interface Service {
+  url: string;
+  child: ChildProcess;
+}
+
+/** What every scenario runs against: our web process, the bare baseline, and (later) one worker process. */
+export interface Stack {
+  mongo: { url: string; kind: 'MONGO_URL' | 'stand-in' };
+  redisUrl: string;
+  dbName: string;
+  queuePrefix: string;
+  adminToken: string;
+  /** The benchmark's own connections, for seeding and checks. */
+  db: Db;
+  redis: Redis;
+  web: Service;
+  baseline: Service;
+  worker?: ChildProcess;
+  children: Children;
+  /** Starts the one worker process (`WORKERS=hooks,relay`); resolves once it serves /metrics. */
+  startWorker(): Promise<ChildProcess>;
+  /** Stops web, worker and baseline (gracefully, so CPU profiles are written); backends stay up. */
+  stopServices(): Promise<void>;
+  /** Stops the services, drops the database (on a real MongoDB), stops Redis and the stand-in. */
+  close(): Promise<void>;
+}
+
+/** The MongoDB stand-in in its own process, so the web process's CPU and memory are its own. */
+async function startStandin(children: Children, nodeArgs: string[]): Promise<{ url: string; child: ChildProcess }> {
+  const child = children.spawnTs('mongo-standin', 'src/dev/mongo-standin/cli.ts', {}, { stdout: 'pipe', backend: true, nodeArgs });
+  const url = await waitForLine(child, 'ready ', 30_000);
+  return { url, child };
+}
+
+/** `--cpu-prof` into <outDir>/<name>/ when profiling (one directory per process; tsx's loader thread writes a second file). */
+export function profileArgs(options: BenchOptions, name: string): string[] {
+  if (!options.profile) return [];
+  const dir = join(options.outDir, name);
+  mkdirSync(dir, { recursive: true });
+  return ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+}
+
+export async function startStack(options: BenchOptions, children: Children): Promise<Stack> {
+  const standin = process.env.MONGO_URL ? undefined : await startStandin(children, profileArgs(options, 'mongo'));
+  const mongoUrl = process.env.MONGO_URL ?? standin!.url;
+  // Always a private Redis: the benchmark reads MONITOR and INFO and must not disturb anyone else's.
+  const redisServer = await PrivateRedisServer.start();
+  children.defer(() => redisServer.stop());
+  const suffix = randomUUID().slice(0, 8);
+  const dbName = `bench_${suffix}`;
+  const queuePrefix = `bench${suffix}`;
+  const adminToken = randomBytes(24).toString('hex');
+  const log = (name: string) => openSync(join(options.outDir, `${name}.log`), 'a');
+
+  const client = await MongoClient.connect(mongoUrl);
+  const db = client.db(dbName);
+  children.defer(async () => {
+    if (!standin) await db.dropDatabase();
+    await client.close();
+  });
+  const redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
+  children.defer(async () => redis.disconnect());
+
+  const common = {
+    MONGO_URL: mongoUrl,
+    MONGO_DB: dbName,
+    REDIS_URL: redisServer.url,
+    QUEUE_PREFIX: queuePrefix,
+    ADMIN_TOKEN: adminToken,
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'production',
+    HOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  };
+
+  const webPort = await freePort();
+  const webChild = children.spawnTs('web', 'src/server.ts', {
+    ...common,
+    PORT: String(webPort),
+    HOST: '127.0.0.1',
+    // Throughput scenarios must never be throttled; the limiter still does its full Redis round trip.
+    RATE_LIMIT_MAX: '1000000000',
+  }, { stdout: log('web'), nodeArgs: profileArgs(options, 'web') });
+  const web = { url: `http://127.0.0.1:${webPort}`, child: webChild };
+
+  const baselinePort = await freePort();
+  const baselineChild = children.spawnTs('baseline', 'bench/baseline-server.ts', {
+    PORT: String(baselinePort), MONGO_URL: mongoUrl, MONGO_DB: dbName, REDIS_URL: redisServer.url, QUEUE_PREFIX: queuePrefix,
+  }, { stdout: log('baseline') });
+  const baseline = { url: `http://127.0.0.1:${baselinePort}`, child: baselineChild };
+
+  await Promise.all([waitForHttp(`${web.url}/healthz`, webChild, 60_000), waitForHttp(`${baseline.url}/hello`, baselineChild, 60_000)]);
+  const redisPid = /process_id:(\d+)/.exec(await redis.info('server'))?.[1];
+  for (const [name, pid] of [['web', webChild.pid], ['baseline', baselineChild.pid], ['mongo', standin?.child.pid], ['redis', Number(redisPid)], ['bench', process.pid]] as const) {
+    cpuMeter.watch(name, pid);
+  }
+
+  const stack: Stack = {
+    mongo: { url: mongoUrl, kind: standin ? 'stand-in' : 'MONGO_URL' },
+    redisUrl: redisServer.url,
+    dbName,
+    queuePrefix,
+    adminToken,
+    db,
+    redis,
+    web,
+    baseline,
+    children,
+    async startWorker() {
+      const metricsPort = await freePort();
+      const worker = children.spawnTs('worker', 'workers/main.ts', {
+        ...common,
+        WORKERS: 'hooks,relay',
+        METRICS_PORT: String(metricsPort),
+      }, { stdout: log('worker'), nodeArgs: profileArgs(options, 'worker') });
+      await waitForHttp(`http://127.0.0.1:${metricsPort}/metrics`, worker, 60_000);
+      stack.worker = worker;
+      cpuMeter.watch('worker', worker.pid);
+      return worker;
+    },
+    async stopServices() {
+      await Promise.all([children.stop(stack.worker), children.stop(webChild), children.stop(baselineChild)]);
+    },
+    async close() {
+      await stack.stopServices();
+      await children.cleanup();
+    },
+  };
+  return stack;
+}
