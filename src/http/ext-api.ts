@@ -1,14 +1,19 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { createExtAuthHook } from '../auth/ext-auth.js';
-import { pipelinesRoutes } from '../pipelines/routes.js';
-import { itemsRoutes } from '../items/routes.js';
-import { tasksRoutes } from '../tasks/routes.js';
 import { hooksRoutes } from '../hooks/routes.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
+import { itemsRoutes } from '../items/routes.js';
+import { pipelinesRoutes } from '../pipelines/routes.js';
+import { NotFoundError } from '../shared/errors.js';
+import { tasksRoutes } from '../tasks/routes.js';
+import { sendProblem } from './problem.js';
 
 /** Everything under `/v1/ext/`: one auth hook and idempotency for all routes, then the features. */
 export const extApi: FastifyPluginAsyncZod = async (app) => {
-  app.addHook('onRequest', createExtAuthHook(app.services));
+  const authenticate = createExtAuthHook(app.services);
+  app.addHook('onRequest', authenticate);
+  // An unknown path under /v1/ext/ is checked like any other request first (401 before 404).
+  app.setNotFoundHandler({ preHandler: authenticate }, (request, reply) => sendProblem(reply, new NotFoundError('Route')));
   registerIdempotency(app, app.repos.idempotency);
   await app.register(pipelinesRoutes);
   await app.register(itemsRoutes);

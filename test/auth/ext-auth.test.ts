@@ -57,6 +57,15 @@ describe.each(EXT_ROUTES)('$method $scope route', (route) => {
   });
 });
 
+describe('unknown paths under /v1/ext/', () => {
+  it('are checked like any request: 401 without a key, 404 with rate-limit headers with one', async () => {
+    expectProblem(await ext(t.app, undefined, 'GET', '/no-such-thing'), 401, 'unauthorized');
+    const response = await ext(t.app, tenant.key, 'GET', '/no-such-thing');
+    expectProblem(response, 404, 'not_found');
+    expect(response.headers['ratelimit-remaining']).toBeDefined();
+  });
+});
+
 describe('API keys', () => {
   it('are never stored in plain text', async () => {
     const key = await createKey(t.app, tenant.companyId, tenant.userId);

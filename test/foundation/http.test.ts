@@ -13,10 +13,11 @@ afterAll(async () => t?.close());
 const adminHeaders = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
 
 describe('HTTP conventions', () => {
-  it('answers an unknown route with a 404 problem', async () => {
-    const response = await t.app.inject({ method: 'GET', url: '/v1/ext/nothing-here' });
+  it('answers an unknown route with a 404 problem (after authentication under /v1/ext/)', async () => {
+    const response = await t.app.inject({ method: 'GET', url: '/nothing-here' });
     const body = expectProblem(response, 404, 'not_found');
     expect(body.request_id).toBe(response.headers['x-request-id']);
+    expectProblem(await t.app.inject({ method: 'GET', url: '/v1/ext/nothing-here' }), 401, 'unauthorized');
   });
 
   it('reuses a sane incoming x-request-id and replaces an insane one', async () => {
