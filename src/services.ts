@@ -20,6 +20,7 @@ function lazyCursorCodec(db: Db): () => Promise<CursorCodec> {
 export function createDomainServices(db: Db, repos: Repositories, publisher: EventPublisher) {
   const cursors = lazyCursorCodec(db);
   return {
+    cursors,
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),
   };

@@ -52,8 +52,10 @@ export class HooksRepository {
     }
   }
 
-  list(companyId: string): Promise<HookDoc[]> {
-    return this.hooks.find({ company_id: companyId }).sort({ created_at: 1, _id: 1 }).toArray();
+  /** In creation order (ids sort by creation time), a page at a time. */
+  list(companyId: string, afterId?: string, limit = 1_000): Promise<HookDoc[]> {
+    const filter = afterId ? { company_id: companyId, _id: { $gt: afterId } } : { company_id: companyId };
+    return this.hooks.find(filter).sort({ _id: 1 }).limit(limit).toArray();
   }
 
   findById(companyId: string, hookId: string): Promise<HookDoc | null> {

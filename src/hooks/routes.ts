@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { errorResponses, EXT_ERRORS, noContent } from '../http/responses.js';
 import { createQueue, type DeliveryJob } from '../shared/queues.js';
-import { createdHookSchema, createHookBody, deliveryAttemptSchema, hookSchema, redeliverySchema } from './schemas.js';
+import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
+import { createdHookSchema, createHookBody, deliveryAttemptSchema, hookSchema, redeliverySchema, toHookResponse } from './schemas.js';
 import { HooksService } from './service.js';
 
 const tags = ['hooks'];
@@ -43,8 +44,20 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get('/hooks', {
     config: { scope: 'hooks:manage' },
-    schema: { tags, summary: 'List REST hooks (without secrets)', response: { 200: z.array(hookSchema), ...errorResponses(...EXT_ERRORS) } },
-  }, async (request) => hooks.list(authOf(request)));
+    schema: {
+      tags,
+      summary: 'List REST hooks (without secrets)',
+      querystring: idPageQuery,
+      response: { 200: z.array(hookSchema), ...errorResponses(...EXT_ERRORS) },
+    },
+  }, async (request, reply) => {
+    const companyId = authOf(request).companyId;
+    const page = await pageByCreation(await app.services.cursors(), `hooks:${companyId}`, request.query, (afterId, limit) =>
+      app.repos.hooks.list(companyId, afterId, limit),
+    );
+    setNextPageHeaders(request, reply, page.nextCursor);
+    return page.rows.map(toHookResponse);
+  });
 
   app.delete('/hooks/:hook_id', {
     config: { scope: 'hooks:manage' },

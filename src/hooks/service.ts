@@ -5,7 +5,7 @@ import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
 import { hookDeliveryJobId } from './fanout.js';
 import type { HookDoc, HooksRepository } from './repository.js';
-import { toAttemptResponse, toHookResponse, type CreateHookBody, type CreatedHookResponse, type DeliveryAttemptResponse, type HookResponse } from './schemas.js';
+import { toAttemptResponse, toHookResponse, type CreateHookBody, type CreatedHookResponse, type DeliveryAttemptResponse } from './schemas.js';
 import { newWebhookSecret } from './signing.js';
 import type { TargetGuard } from './target-guard.js';
 
@@ -41,10 +41,6 @@ export class HooksService {
     });
     const { hook_id, target_url, event, created_at, disabled_at } = toHookResponse(hook);
     return { hook_id, target_url, event, secret: hook.secret, created_at, disabled_at };
-  }
-
-  async list(caller: Caller): Promise<HookResponse[]> {
-    return (await this.deps.hooks.list(caller.companyId)).map(toHookResponse);
   }
 
   async unsubscribe(caller: Caller, hookId: string): Promise<void> {

@@ -46,8 +46,10 @@ export class PipelinesRepository {
     return this.collection.findOne({ company_id: companyId, _id: pipelineId });
   }
 
-  list(companyId: string): Promise<PipelineDoc[]> {
-    return this.collection.find({ company_id: companyId }).sort({ _id: 1 }).limit(1000).toArray();
+  /** In creation order; `afterId`/`limit` page it for integrators, admin screens read up to 1,000. */
+  list(companyId: string, afterId?: string, limit = 1_000): Promise<PipelineDoc[]> {
+    const filter = afterId ? { company_id: companyId, _id: { $gt: afterId } } : { company_id: companyId };
+    return this.collection.find(filter).sort({ _id: 1 }).limit(limit).toArray();
   }
 
   /** Compare-and-set on `revision`, so two concurrent admin edits cannot overwrite each other. */

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { errorResponses, EXT_ERRORS } from '../http/responses.js';
 import { NotFoundError } from '../shared/errors.js';
+import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
 import { toPipelineResponse } from './repository.js';
 import { pipelineSchema } from './schemas.js';
 
@@ -12,9 +13,14 @@ const tags = ['pipelines'];
 export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get('/pipelines', {
     config: { scope: 'items:read' },
-    schema: { tags, summary: 'List pipelines', response: { 200: z.array(pipelineSchema), ...errorResponses(...EXT_ERRORS) } },
-  }, async (request) => {
-    return (await app.repos.pipelines.list(authOf(request).companyId)).map(toPipelineResponse);
+    schema: { tags, summary: 'List pipelines', querystring: idPageQuery, response: { 200: z.array(pipelineSchema), ...errorResponses(...EXT_ERRORS) } },
+  }, async (request, reply) => {
+    const companyId = authOf(request).companyId;
+    const page = await pageByCreation(await app.services.cursors(), `pipelines:${companyId}`, request.query, (afterId, limit) =>
+      app.repos.pipelines.list(companyId, afterId, limit),
+    );
+    setNextPageHeaders(request, reply, page.nextCursor);
+    return page.rows.map(toPipelineResponse);
   });
 
   app.get('/pipelines/:pipeline_id', {

@@ -60,6 +60,24 @@ export class CursorCodec {
   }
 }
 
+/** The query of lists paged in creation order only (pipelines, hooks): `limit` and `cursor`. */
+export const idPageQuery = z.strictObject({ limit: limitSchema, cursor: z.string().max(1_000).optional() });
+
+/**
+ * One page of a small per-company list in creation order (ids sort by creation time). `fetch` gets
+ * the id to start after and how many to read; the cursor is signed like the other lists' cursors.
+ */
+export async function pageByCreation<T extends { _id: string }>(
+  codec: CursorCodec,
+  scope: string,
+  query: z.infer<typeof idPageQuery>,
+  fetch: (afterId: string | undefined, limit: number) => Promise<T[]>,
+): Promise<{ rows: T[]; nextCursor?: string }> {
+  const after = query.cursor ? codec.decode(query.cursor, scope).id : undefined;
+  const rows = await fetch(after, query.limit + 1);
+  return pageOf(rows, query.limit, () => new Date(0), (value, id) => codec.encode({ scope, value, id }));
+}
+
 /** Records strictly after the cursor in (sort field, _id) order. */
 export function afterCursor(sort: SortSpec, cursor: { value: number; id: string }): Filter<Record<string, unknown>> {
   const op = sort.direction === 1 ? '$gt' : '$lt';

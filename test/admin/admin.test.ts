@@ -99,6 +99,16 @@ describe('admin API', () => {
 });
 
 describe('Pipelines API', () => {
+  it('pages the list with limit and cursor', async () => {
+    const own = await createTenant(t.app);
+    const second = (await admin(t.app, 'POST', `/companies/${own.companyId}/pipelines`, pipelineBody([]), 201)).json();
+    expectProblem(await ext(t.app, own.key, 'GET', '/pipelines?limit=201'), 400, 'validation_failed');
+    const page = await ext(t.app, own.key, 'GET', '/pipelines?limit=1');
+    expect(page.json().map((pipeline: { pipeline_id: string }) => pipeline.pipeline_id)).toEqual([own.pipelineId]);
+    const rest = await ext(t.app, own.key, 'GET', `/pipelines?limit=1&cursor=${page.headers['x-next-cursor']}`);
+    expect(rest.json().map((pipeline: { pipeline_id: string }) => pipeline.pipeline_id)).toEqual([second.pipeline_id]);
+  });
+
   it('lists only the caller company pipelines and hides other tenants', async () => {
     const other = await createTenant(t.app);
     const list = (await ext(t.app, tenant.key, 'GET', '/pipelines')).json();

@@ -41,6 +41,20 @@ describe('hook subscriptions', () => {
     expect(await paths({ event: '*' })).toEqual(['target_url']);
   });
 
+  it('the list pages with limit and cursor like every list', async () => {
+    const tenant = await createTenant(t.app);
+    const first = await subscribe(tenant, { target_url, event: 'task.created' });
+    const second = await subscribe(tenant, { target_url, event: 'task.updated' });
+    expectProblem(await ext(t.app, tenant.key, 'GET', '/hooks?limit=0'), 400, 'validation_failed');
+    const page = await ext(t.app, tenant.key, 'GET', '/hooks?limit=1');
+    expect(page.json().map((hook: { hook_id: string }) => hook.hook_id)).toEqual([first.hook_id]);
+    const next = page.headers['x-next-cursor'] as string;
+    expect(page.headers.link).toContain('rel="next"');
+    const rest = await ext(t.app, tenant.key, 'GET', `/hooks?limit=1&cursor=${next}`);
+    expect(rest.json().map((hook: { hook_id: string }) => hook.hook_id)).toEqual([second.hook_id]);
+    expect(rest.headers['x-next-cursor']).toBeUndefined();
+  });
+
   it('unsubscribe answers 204, then 404', async () => {
     const tenant = await createTenant(t.app);
     const hook = await subscribe(tenant);
