@@ -43,7 +43,6 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
       throw error;
     }
     request.auth = auth;
-    request.log = request.log.child({ company_id: auth.companyId, key_id: auth.keyId });
     deps.lastUsed.touch(auth.keyId);
 
     const decision = await deps.rateLimiter.consume(auth.keyId);

@@ -12,6 +12,8 @@ import type { EventPublisher, OutboxCollection } from './publisher.js';
  * The connection fails fast while Redis is down; the events then simply wait in MongoDB.
  */
 const FAST_PATH_TIMEOUT_MS = 2_000;
+/** How long recorded events wait to share a flush with others (adds at most this to delivery latency). */
+const FLUSH_DELAY_MS = 5;
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -24,6 +26,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 export class QueueEventPublisher implements EventPublisher {
   private readonly queues: Array<Queue<EventEnvelope, unknown, string>>;
   private readonly inFlight = new Set<Promise<void>>();
+  private pending: Array<{ collection: OutboxCollection; documentId: string; events: EventEnvelope[] }> = [];
+  private flushTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly db: Db,
@@ -54,17 +58,36 @@ export class QueueEventPublisher implements EventPublisher {
     );
   }
 
+  /**
+   * Queues the just-recorded events for the next flush, a moment later: writes arriving together
+   * share one addBulk per queue and one clearing write per collection instead of one each.
+   */
   publishRecorded(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): void {
     // While Redis is away BullMQ would wait for it; the events are safe in the outbox, so skip at once.
     if (!this.isConnected()) return;
-    const attempt = withTimeout(this.publishAndClear(collection, [{ documentId, events }]), FAST_PATH_TIMEOUT_MS).catch((error) => {
-      this.logger.debug({ err: error, documentId }, 'fast-path publish failed; the relay will deliver');
-    });
-    this.inFlight.add(attempt);
-    void attempt.finally(() => this.inFlight.delete(attempt));
+    this.pending.push({ collection, documentId, events });
+    this.flushTimer ??= setTimeout(() => this.flush(), FLUSH_DELAY_MS);
+  }
+
+  private flush(): void {
+    this.flushTimer = undefined;
+    const batch = this.pending;
+    this.pending = [];
+    for (const collection of new Set(batch.map((entry) => entry.collection))) {
+      const documents = batch.filter((entry) => entry.collection === collection);
+      const attempt = withTimeout(this.publishAndClear(collection, documents), FAST_PATH_TIMEOUT_MS).catch((error) => {
+        this.logger.debug({ err: error, documents: documents.length }, 'fast-path publish failed; the relay will deliver');
+      });
+      this.inFlight.add(attempt);
+      void attempt.finally(() => this.inFlight.delete(attempt));
+    }
   }
 
   async close(): Promise<void> {
+    if (this.flushTimer) {
+      clearTimeout(this.flushTimer);
+      this.flush();
+    }
     await Promise.allSettled([...this.inFlight]); // each is bounded by FAST_PATH_TIMEOUT_MS
     await Promise.all(this.queues.map((queue) => queue.close()));
   }

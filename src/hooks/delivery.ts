@@ -31,6 +31,8 @@ interface Target {
   secret: string;
   /** Id of the delivery record the attempt is added to. */
   key: string;
+  /** The hook has failed since its last success (so a success must reset that). */
+  failing: boolean;
   owner: DeliveryTarget;
 }
 
@@ -39,12 +41,18 @@ async function resolveTarget(job: DeliveryJob, jobId: string, deps: DeliveryDeps
   if (target.kind === 'automation') {
     // Automation webhooks are signed with the company's webhook secret (see webhook-secrets.repository.ts).
     const secret = await deps.secrets.forCompany(event.company_id);
-    return { url: target.url, secret, key: jobId, owner: { hook_id: null, automation_id: target.automation_id } };
+    return { url: target.url, secret, key: jobId, failing: false, owner: { hook_id: null, automation_id: target.automation_id } };
   }
   const hook = await deps.hooks.findById(event.company_id, target.hook_id);
   if (!hook) return 'hook deleted';
   if (hook.disabled_at) return 'hook disabled';
-  return { url: hook.target_url, secret: hook.secret, key: hookDeliveryKey(hook._id, event.event_id), owner: { hook_id: hook._id, automation_id: null } };
+  return {
+    url: hook.target_url,
+    secret: hook.secret,
+    key: hookDeliveryKey(hook._id, event.event_id),
+    failing: hook.failing_since !== null,
+    owner: { hook_id: hook._id, automation_id: null },
+  };
 }
 
 /** After a failed attempt: disable a hook failing for 5 days, give up after `maxAttempts`, else retry later. */
@@ -91,7 +99,8 @@ export async function deliverWebhook(job: DeliveryJob, context: { jobId: string;
 
   let decision: DeliveryOutcome;
   if (succeeded) {
-    if (hookId) await deps.hooks.recordSuccess(event.company_id, hookId);
+    // Only a hook that was failing has anything to reset; the common case costs no write.
+    if (hookId && target.failing) await deps.hooks.recordSuccess(event.company_id, hookId);
     decision = { outcome: 'delivered' };
   } else if (statusCode === 410 && hookId) {
     // The receiver unsubscribed: the hook and its history go; nothing more is sent to it.

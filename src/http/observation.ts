@@ -16,7 +16,8 @@ export function registerRequestObservation(app: FastifyInstance): void {
         route,
         status: reply.statusCode,
         duration_ms: Math.round(durationMs * 10) / 10,
-        // company_id and key_id come from the child logger the auth hook binds
+        company_id: request.auth?.companyId,
+        key_id: request.auth?.keyId,
       },
       'request',
     );

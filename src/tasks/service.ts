@@ -71,7 +71,8 @@ export class TasksService {
 
   async create(actor: TaskActor, body: CreateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
     const assignedTo = body.assigned_to ?? actor.userId;
-    await this.checkReferences(actor.companyId, { assigned_to: assignedTo, item_id: body.item_id });
+    // The key's creator was checked when the key was made (users are never deleted): no lookup for the default.
+    await this.checkReferences(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id });
     const now = new Date();
     const isCompleted = body.is_completed ?? false;
     const doc: TaskDoc = {
