@@ -1,4 +1,4 @@
-import type { Collection, Document } from 'mongodb';
+import type { Collection, Document, Filter, UpdateFilter, WithId } from 'mongodb';
 import type { EventEnvelope } from './envelope.js';
 
 /**
@@ -16,6 +16,26 @@ export const OUTBOX_INDEX = { key: { outbox_pending: 1 }, name: 'outbox_pending'
 
 export function outboxOnInsert(events: EventEnvelope[]): Required<OutboxFields> {
   return { pending_events: events, outbox_pending: true };
+}
+
+/**
+ * The compare-and-set write of a change with its events: matches only while `counter` still has the
+ * value the caller read, sets the change, bumps the counter and appends the events, all in one
+ * document write. Returns the document after the change, or null when someone else wrote first.
+ */
+export function updateWithEvents<T extends Document & OutboxFields>(
+  collection: Collection<T>,
+  filter: Filter<T>,
+  counter: { field: string; expected: number },
+  changes: Partial<T>,
+  events: EventEnvelope[],
+): Promise<WithId<T> | null> {
+  const outbox = outboxOnUpdate(events);
+  const update = { $set: { ...changes, ...outbox.$set }, $inc: { [counter.field]: 1 }, $push: outbox.$push } as unknown as UpdateFilter<T>;
+  return collection.findOneAndUpdate({ ...filter, [counter.field]: counter.expected } as Filter<T>, update, {
+    returnDocument: 'after',
+    projection: { pending_events: 0 },
+  });
 }
 
 /** Update operators that append events; merge them into the change's own update. */

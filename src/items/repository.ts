@@ -1,6 +1,6 @@
-import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
+import type { Collection, Db, Filter } from 'mongodb';
 import type { EventEnvelope } from '../events/envelope.js';
-import { OUTBOX_INDEX, outboxOnUpdate, type OutboxFields } from '../events/outbox.js';
+import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { CustomValues } from './custom-fields.js';
 
@@ -71,16 +71,7 @@ export class ItemsRepository {
    * concurrent writer makes it match nothing instead of being overwritten. Events ride along.
    */
   updateIfVersion(companyId: string, itemId: string, expectedVersion: number, changes: ItemChanges, updatedAt: Date, events: EventEnvelope[]): Promise<ItemDoc | null> {
-    const outbox = outboxOnUpdate(events);
-    const update: UpdateFilter<ItemDoc> = {
-      $set: { ...changes, updated_at: updatedAt, ...outbox.$set },
-      $inc: { version: 1 },
-      $push: outbox.$push as never,
-    };
-    return this.collection.findOneAndUpdate({ company_id: companyId, _id: itemId, version: expectedVersion }, update, {
-      returnDocument: 'after',
-      projection: { pending_events: 0 },
-    });
+    return updateWithEvents(this.collection, { company_id: companyId, _id: itemId }, { field: 'version', expected: expectedVersion }, { ...changes, updated_at: updatedAt }, events);
   }
 
   list(companyId: string, filter: ItemListFilter, sort: SortSpec, limit: number, cursor?: { value: number; id: string }): Promise<ItemDoc[]> {

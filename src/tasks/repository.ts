@@ -1,6 +1,6 @@
-import type { Collection, Db, Filter, UpdateFilter } from 'mongodb';
+import type { Collection, Db, Filter } from 'mongodb';
 import type { EventEnvelope } from '../events/envelope.js';
-import { OUTBOX_INDEX, outboxOnUpdate, type OutboxFields } from '../events/outbox.js';
+import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { TASK_PRIORITIES, TASK_TYPES } from './schemas.js';
 
@@ -82,16 +82,7 @@ export class TasksRepository {
    * read, so a concurrent writer makes it return null instead of being overwritten. Events ride along.
    */
   updateIfRevision(companyId: string, taskId: string, expectedRevision: number, changes: TaskChanges, updatedAt: Date, events: EventEnvelope[]): Promise<TaskDoc | null> {
-    const outbox = outboxOnUpdate(events);
-    const update: UpdateFilter<TaskDoc> = {
-      $set: { ...changes, updated_at: updatedAt, ...outbox.$set },
-      $inc: { revision: 1 },
-      $push: outbox.$push as never,
-    };
-    return this.collection.findOneAndUpdate({ company_id: companyId, _id: taskId, revision: expectedRevision }, update, {
-      returnDocument: 'after',
-      projection: { pending_events: 0 },
-    });
+    return updateWithEvents(this.collection, { company_id: companyId, _id: taskId }, { field: 'revision', expected: expectedRevision }, { ...changes, updated_at: updatedAt }, events);
   }
 
   list(companyId: string, filter: TaskListFilter, sort: SortSpec, limit: number, cursor?: { value: number; id: string }): Promise<TaskDoc[]> {
