@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { requireCompany } from '../admin/plugin.js';
-import type { App } from '../app.js';
+import type { FastifyInstance } from 'fastify';
 import { errorResponses, noContent } from '../http/responses.js';
 import { NotFoundError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
@@ -21,7 +21,7 @@ const automationParams = companyParams.extend({ automation_id: z.string() });
 const tags = ['admin'];
 
 /** References in conditions and actions must resolve in the automation's own company. */
-async function checkReferences(app: App, companyId: string, conditions: AutomationConditions | null | undefined, actions: AutomationAction[] | undefined): Promise<void> {
+async function checkReferences(app: FastifyInstance, companyId: string, conditions: AutomationConditions | null | undefined, actions: AutomationAction[] | undefined): Promise<void> {
   const problems: FieldProblem[] = [];
   if (conditions?.assigned_to && !(await app.repos.users.findById(companyId, conditions.assigned_to))) {
     problems.push({ path: 'conditions.assigned_to', message: 'is not a user of this company' });
@@ -53,7 +53,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request, reply) => {
     const companyId = request.params.company_id;
     await requireCompany(app, companyId);
-    await checkReferences(app as unknown as App, companyId, request.body.conditions, request.body.actions);
+    await checkReferences(app, companyId, request.body.conditions, request.body.actions);
     const now = new Date();
     const doc = { _id: newId('automation'), company_id: companyId, ...request.body, conditions: request.body.conditions ?? null, created_at: now, updated_at: now };
     await app.repos.automations.insert(doc);
@@ -72,7 +72,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request) => {
     const { company_id: companyId, automation_id: automationId } = request.params;
     if (!(await app.repos.automations.findById(companyId, automationId))) throw new NotFoundError('Automation');
-    await checkReferences(app as unknown as App, companyId, request.body.conditions, request.body.actions);
+    await checkReferences(app, companyId, request.body.conditions, request.body.actions);
     const updated = await app.repos.automations.update(companyId, automationId, request.body);
     if (!updated) throw new NotFoundError('Automation');
     return toAutomationResponse(updated);

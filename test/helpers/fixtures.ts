@@ -52,13 +52,22 @@ export async function createTenant(
       ...(options.duplicate_detection ? { duplicate_detection: options.duplicate_detection } : {}),
     }, 201)
   ).json();
-  const key = await createKey(app, company.company_id, user.user_id, options.scopes);
+  return tenantFrom(company, user, pipeline, await createKey(app, company.company_id, user.user_id, options.scopes));
+}
+
+/** The Tenant of a company, its user, pipeline and key as the admin API answered them. */
+export function tenantFrom(
+  company: { company_id: string },
+  user: { user_id: string },
+  pipeline: { pipeline_id: string; stages: Array<{ stage_id: string }>; statuses: Array<{ status_id: string }> },
+  key: { key: string; key_id: string },
+): Tenant {
   return {
     companyId: company.company_id,
     userId: user.user_id,
     pipelineId: pipeline.pipeline_id,
-    stageIds: pipeline.stages.map((stage: { stage_id: string }) => stage.stage_id),
-    statusIds: pipeline.statuses.map((status: { status_id: string }) => status.status_id),
+    stageIds: pipeline.stages.map((stage) => stage.stage_id),
+    statusIds: pipeline.statuses.map((status) => status.status_id),
     key: key.key,
     keyId: key.key_id,
   };

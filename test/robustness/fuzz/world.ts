@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { EventEnvelope } from '../../../src/events/envelope.js';
 import { hookDeliveryKey } from '../../../src/hooks/deliveries.repository.js';
-import { admin, createKey, createTenant, ext, type Tenant } from '../../helpers/fixtures.js';
+import { admin, createKey, createTenant, ext, tenantFrom, type Tenant } from '../../helpers/fixtures.js';
 import { seedResources } from '../../helpers/ext-routes.js';
 
 /** A tenant whose records the fuzzed routes refer to. */
@@ -66,16 +66,7 @@ async function createForeignTenant(app: FastifyInstance, marker: string): Promis
     statuses: [{ name: `${marker} Status` }],
     fields: [{ name: `${marker.toLowerCase()}_field`, type: 'text' }],
   }, 201)).json();
-  const key = await createKey(app, company.company_id, user.user_id);
-  return {
-    companyId: company.company_id,
-    userId: user.user_id,
-    pipelineId: pipeline.pipeline_id,
-    stageIds: pipeline.stages.map((stage: { stage_id: string }) => stage.stage_id),
-    statusIds: pipeline.statuses.map((status: { status_id: string }) => status.status_id),
-    key: key.key,
-    keyId: key.key_id,
-  };
+  return tenantFrom(company, user, pipeline, await createKey(app, company.company_id, user.user_id));
 }
 
 export async function seedFuzzWorld(app: FastifyInstance): Promise<FuzzWorld> {
