@@ -1,7 +1,7 @@
 // The baseline of the webhook scenario: a bare BullMQ worker that POSTs each job's event to the
 // receiver with undici, and nothing else (no fan-out step, no hook lookup, no signing, no delivery
 // records). Same concurrency and keep-alive agent settings as the hooks role.
-// Env: REDIS_URL, QUEUE_PREFIX, QUEUE_NAME, TARGET_URL. Prints `ready` once it consumes.
+// Env: REDIS_URL, QUEUE_PREFIX, QUEUE_NAME, CONCURRENCY, TARGET_URL. Prints `ready` once it consumes.
 import { Worker } from 'bullmq';
 import { Agent, request } from 'undici';
 import type { EventEnvelope } from '../src/events/envelope.js';
@@ -30,7 +30,7 @@ const worker = new Worker<EventEnvelope>(
     await response.body.dump();
     if (response.statusCode >= 300) throw new Error(`receiver answered ${response.statusCode}`);
   },
-  { connection, prefix: env('QUEUE_PREFIX'), concurrency: 10 },
+  { connection, prefix: env('QUEUE_PREFIX'), concurrency: Number(env('CONCURRENCY')) },
 );
 worker.on('error', (error) => process.stderr.write(`bare worker: ${error.message}\n`));
 await worker.waitUntilReady();

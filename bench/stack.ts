@@ -51,6 +51,9 @@ export function profileArgs(options: BenchOptions, name: string): string[] {
   return ['--cpu-prof', `--cpu-prof-dir=${dir}`];
 }
 
+/** Webhooks sent at once by our worker and by the bare baseline worker alike (the service's default). */
+export const HOOK_CONCURRENCY = 50;
+
 export async function startStack(options: BenchOptions, children: Children): Promise<Stack> {
   const standin = process.env.MONGO_URL ? undefined : await startStandin(children, profileArgs(options, 'mongo'));
   const mongoUrl = process.env.MONGO_URL ?? standin!.url;
@@ -81,6 +84,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
     LOG_LEVEL: 'warn',
     NODE_ENV: 'production',
     HOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    HOOK_CONCURRENCY: String(HOOK_CONCURRENCY),
   };
 
   const webPort = await freePort();

@@ -28,6 +28,7 @@ import { createDomainServices } from './services.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
+import { announceOnRedis } from './hooks/hook-cache.js';
 
 export interface AppDeps {
   config: Config;
@@ -122,7 +123,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerRequestObservation(app);
 
   // Stage 2: shared decorators.
-  const repos = createRepositories(deps.db);
+  const repos = createRepositories(deps.db, { announceHookChange: announceOnRedis(deps.redis, deps.config.QUEUE_PREFIX, logger) });
   const services = createServices(deps, repos, logger);
   app.decorate('repos', repos);
   app.decorate('services', services);

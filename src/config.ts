@@ -44,6 +44,8 @@ const envSchema = z.object({
   HOOK_MAX_ATTEMPTS: positiveInt.max(50).default(8),
   HOOK_BACKOFF_MS: positiveInt.default(30_000),
   HOOK_TIMEOUT_MS: positiveInt.default(10_000),
+  /** Webhooks a worker process sends at once: they mostly wait on receivers, so well above the CPU count. */
+  HOOK_CONCURRENCY: positiveInt.max(1_000).default(50),
   HOOK_ALLOW_PRIVATE_TARGETS: booleanFromEnv.default(false),
   WORKERS: z
     .string()

@@ -7,12 +7,17 @@ import { ItemsRepository } from './items/repository.js';
 import { IdempotencyRepository } from './idempotency/repository.js';
 import { AutomationsRepository } from './automations/repository.js';
 import { TasksRepository } from './tasks/repository.js';
-import { HooksRepository } from './hooks/repository.js';
+import { HooksRepository, type AnnounceHookChange } from './hooks/repository.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
 import { WebhookSecretsRepository } from './hooks/webhook-secrets.repository.js';
 
+export interface RepositoryOptions {
+  /** Where hook changes are announced to the hooks workers' caches; without it, nowhere. */
+  announceHookChange?: AnnounceHookChange;
+}
+
 /** One repository per collection; the only code that touches that collection. */
-export function createRepositories(db: Db) {
+export function createRepositories(db: Db, options: RepositoryOptions = {}) {
   return {
     companies: new CompaniesRepository(db),
     users: new UsersRepository(db),
@@ -22,7 +27,7 @@ export function createRepositories(db: Db) {
     tasks: new TasksRepository(db),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
-    hooks: new HooksRepository(db),
+    hooks: new HooksRepository(db, options.announceHookChange),
     deliveries: new DeliveriesRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),
   };

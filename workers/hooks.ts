@@ -1,26 +1,36 @@
 import { DelayedError, UnrecoverableError } from 'bullmq';
+import type { AttemptRecord } from '../src/hooks/deliveries.repository.js';
 import { deliverWebhook, type DeliveryDeps } from '../src/hooks/delivery.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
+import { announceOnRedis, HookCache } from '../src/hooks/hook-cache.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { TargetGuard } from '../src/hooks/target-guard.js';
 import { createRepositories } from '../src/repositories.js';
+import { Coalescer } from '../src/shared/coalesce.js';
 import { createQueue, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
 import type { RoleStarter } from './start.js';
 
+/** How long an event's fan-out claim is kept: as long as completed jobs are (DEFAULT_JOB_OPTIONS). */
+const CLAIM_SECONDS = 24 * 3600;
+
 /**
- * The hooks role: `hook-fanout` turns each event into one delivery job per matching hook, and
- * `deliveries` sends them (REST hooks and automation webhooks alike) over one keep-alive agent.
+ * The hooks role: `hook-fanout` makes each event's first attempt to every matching hook, and
+ * `deliveries` runs the retries, redeliveries and automation webhooks; all over one keep-alive agent.
  */
 export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) => {
   const connection = createWorkerRedis(config.REDIS_URL);
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
-  const repos = createRepositories(db);
+  const repos = createRepositories(db, { announceHookChange: announceOnRedis(connection, config.QUEUE_PREFIX, logger) });
+  const hookCache = new HookCache(repos.hooks);
+  const subscriber = createWorkerRedis(config.REDIS_URL);
+  await hookCache.listen(subscriber, config.QUEUE_PREFIX);
   const deliveries = createQueue('deliveries', settings);
   const sender = new WebhookSender(new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver), config.HOOK_TIMEOUT_MS);
+  const attempts = new Coalescer<AttemptRecord>((records) => repos.deliveries.recordAttempts(records)); // one bulk write for attempts made together
   const deliveryDeps: DeliveryDeps = {
     hooks: repos.hooks,
-    deliveries: repos.deliveries,
+    deliveries: { recordAttempt: (record) => attempts.add(record), deleteForHook: (companyId, hookId) => repos.deliveries.deleteForHook(companyId, hookId) },
     secrets: repos.webhookSecrets,
     send: (webhook) => sender.send(webhook),
     maxAttempts: config.HOOK_MAX_ATTEMPTS,
@@ -30,16 +40,26 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
 
   const fanOut = startWorker('hook-fanout', async (job) => {
     const hooks = await fanOutEvent(job.data, {
-      hooks: repos.hooks,
-      enqueueDeliveries: async (jobs) => void (await deliveries.addBulk(jobs.map(({ data, jobId }) => ({ name: 'delivery', data, opts: { jobId } })))),
+      hooks: hookCache,
+      claim: async (eventId) => {
+        // SET NX GET: claims the event for this job id, or tells which job claimed it first.
+        const claimedBy = await connection.set(`${config.QUEUE_PREFIX}:fanout-claim:${eventId}`, job.id!, 'EX', CLAIM_SECONDS, 'NX', 'GET');
+        return claimedBy === null || claimedBy === job.id;
+      },
+      deliver: async (hook, data, jobId) => {
+        const result = await deliverWebhook(data, { jobId, attempt: 1, hook }, deliveryDeps);
+        // The retries are a delivery job of their own; the job id makes a re-run fan-out add it once.
+        if (result.outcome === 'retry') await deliveries.add('delivery', { ...data, attempts_before: 1 }, { jobId, delay: result.delayMs });
+      },
     });
     return { hooks };
-  }, settings);
+  }, settings, { concurrency: config.HOOK_CONCURRENCY });
 
   const delivering = startWorker('deliveries', async (job, token?: string) => {
     // attemptsStarted counts every run of this job, including one cut short by a crash.
     const log = logger.child({ queue: 'deliveries', job_id: job.id });
-    const result = await deliverWebhook(job.data, { jobId: job.id!, attempt: job.attemptsStarted }, { ...deliveryDeps, logger: log });
+    const attempt = (job.data.attempts_before ?? 0) + job.attemptsStarted;
+    const result = await deliverWebhook(job.data, { jobId: job.id!, attempt }, { ...deliveryDeps, logger: log });
     if (result.outcome === 'retry') {
       // Retries follow our schedule (backoff with jitter, Retry-After), not the job's retry options,
       // which differ between fan-out and automation jobs: park the job and tell BullMQ so.
@@ -49,14 +69,16 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     // Given up: the job lands in the failed set (visible to operators); the attempts stay listed.
     if (result.outcome === 'gave_up') throw new UnrecoverableError(result.reason);
     return result;
-  }, settings);
+  }, settings, { concurrency: config.HOOK_CONCURRENCY });
 
   return {
     async close() {
       await Promise.all([fanOut.close(), delivering.close()]);
+      await attempts.close();
       await deliveries.close();
       await sender.close();
       connection.disconnect();
+      subscriber.disconnect();
     },
   };
 };

@@ -4,6 +4,7 @@ import { newId } from '../../src/shared/ids.js';
 import { createQueue, DEFAULT_JOB_OPTIONS } from '../../src/shared/queues.js';
 import { toTaskResponse } from '../../src/tasks/schemas.js';
 import { waitForLine } from '../children.js';
+import { HOOK_CONCURRENCY } from '../stack.js';
 import { cpuMeter, formatUsage } from '../cpu.js';
 import { fire } from '../load.js';
 import type { BenchReceiver } from '../receiver.js';
@@ -147,7 +148,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
 
   const bareQueue = new Queue<EventEnvelope, unknown, string>(BARE_QUEUE, { ...settings, defaultJobOptions: DEFAULT_JOB_OPTIONS });
   const bareWorker = stack.children.spawnTs('bare-webhook-worker', 'bench/bare-webhook-worker.ts', {
-    REDIS_URL: stack.redisUrl, QUEUE_PREFIX: stack.queuePrefix, QUEUE_NAME: BARE_QUEUE, TARGET_URL: receiver.url('/bare'),
+    REDIS_URL: stack.redisUrl, QUEUE_PREFIX: stack.queuePrefix, QUEUE_NAME: BARE_QUEUE, CONCURRENCY: String(HOOK_CONCURRENCY), TARGET_URL: receiver.url('/bare'),
   }, { stdout: 'pipe' });
   cpuMeter.watch('bare-worker', bareWorker.pid);
   let bare!: Throughput;

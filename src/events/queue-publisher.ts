@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Db } from 'mongodb';
+import { Coalescer } from '../shared/coalesce.js';
 import type { Logger } from '../shared/logger.js';
 import { createQueue, EVENT_QUEUES, publishEvents, type QueueSettings } from '../shared/queues.js';
 import type { EventEnvelope } from './envelope.js';
@@ -12,8 +13,6 @@ import type { EventPublisher, OutboxCollection } from './publisher.js';
  * The connection fails fast while Redis is down; the events then simply wait in MongoDB.
  */
 const FAST_PATH_TIMEOUT_MS = 2_000;
-/** How long recorded events wait to share a flush with others (adds at most this to delivery latency). */
-const FLUSH_DELAY_MS = 5;
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -23,11 +22,12 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+type Recorded = { collection: OutboxCollection; documentId: string; events: EventEnvelope[] };
+
 export class QueueEventPublisher implements EventPublisher {
   private readonly queues: Array<Queue<EventEnvelope, unknown, string>>;
-  private readonly inFlight = new Set<Promise<void>>();
-  private pending: Array<{ collection: OutboxCollection; documentId: string; events: EventEnvelope[] }> = [];
-  private flushTimer?: NodeJS.Timeout;
+  /** Writes arriving together share one addBulk per queue and one clearing write per collection. */
+  private readonly recorded = new Coalescer<Recorded>((batch) => this.publishBatch(batch));
 
   constructor(
     private readonly db: Db,
@@ -58,37 +58,26 @@ export class QueueEventPublisher implements EventPublisher {
     );
   }
 
-  /**
-   * Queues the just-recorded events for the next flush, a moment later: writes arriving together
-   * share one addBulk per queue and one clearing write per collection instead of one each.
-   */
+  /** Hands just-recorded events to the next flush, a moment later; never throws, never delays the caller. */
   publishRecorded(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): void {
     // While Redis is away BullMQ would wait for it; the events are safe in the outbox, so skip at once.
     if (!this.isConnected()) return;
-    this.pending.push({ collection, documentId, events });
-    this.flushTimer ??= setTimeout(() => this.flush(), FLUSH_DELAY_MS);
+    void this.recorded.add({ collection, documentId, events });
   }
 
-  private flush(): void {
-    this.flushTimer = undefined;
-    const batch = this.pending;
-    this.pending = [];
-    for (const collection of new Set(batch.map((entry) => entry.collection))) {
-      const documents = batch.filter((entry) => entry.collection === collection);
-      const attempt = withTimeout(this.publishAndClear(collection, documents), FAST_PATH_TIMEOUT_MS).catch((error) => {
-        this.logger.debug({ err: error, documents: documents.length }, 'fast-path publish failed; the relay will deliver');
-      });
-      this.inFlight.add(attempt);
-      void attempt.finally(() => this.inFlight.delete(attempt));
-    }
+  private async publishBatch(batch: Recorded[]): Promise<void> {
+    await Promise.all(
+      [...new Set(batch.map((entry) => entry.collection))].map((collection) => {
+        const documents = batch.filter((entry) => entry.collection === collection);
+        return withTimeout(this.publishAndClear(collection, documents), FAST_PATH_TIMEOUT_MS).catch((error) => {
+          this.logger.debug({ err: error, documents: documents.length }, 'fast-path publish failed; the relay will deliver');
+        });
+      }),
+    );
   }
 
   async close(): Promise<void> {
-    if (this.flushTimer) {
-      clearTimeout(this.flushTimer);
-      this.flush();
-    }
-    await Promise.allSettled([...this.inFlight]); // each is bounded by FAST_PATH_TIMEOUT_MS
+    await this.recorded.close(); // each batch is bounded by FAST_PATH_TIMEOUT_MS
     await Promise.all(this.queues.map((queue) => queue.close()));
   }
 }

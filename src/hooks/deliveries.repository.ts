@@ -28,6 +28,14 @@ export interface DeliveryDoc {
 }
 
 export type DeliveryTarget = { hook_id: string; automation_id: null } | { hook_id: null; automation_id: string };
+/** One attempt of one delivery: `key` is the delivery record's id. */
+export interface AttemptRecord {
+  key: string;
+  target: DeliveryTarget;
+  event: EventEnvelope;
+  attempt: DeliveryAttempt;
+}
+
 export type ListedAttempt = DeliveryAttempt & { event_id: string; event_type: EventType };
 
 /** Attempts kept per delivery (retries plus redeliveries); history per hook is bounded by the list limit and the TTL. */
@@ -54,17 +62,28 @@ export class DeliveriesRepository {
     ]);
   }
 
-  /** Appends one attempt, creating the record (with the envelope) on the first. */
-  async recordAttempt(key: string, target: DeliveryTarget, event: EventEnvelope, attempt: DeliveryAttempt): Promise<void> {
-    await this.deliveries.updateOne(
-      { _id: key },
-      {
-        $setOnInsert: { company_id: event.company_id, ...target, event_id: event.event_id, event_type: event.type, event, created_at: attempt.attempted_at },
-        $set: { updated_at: attempt.attempted_at },
-        $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
-      },
-      { upsert: true },
+  /** Appends each attempt to its delivery record (created with the envelope on the first), in one round trip. */
+  async recordAttempts(records: AttemptRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    // Ordered: two attempts of one delivery in one batch land in the order they were made.
+    await this.deliveries.bulkWrite(
+      records.map(({ key, target, event, attempt }) => ({
+        updateOne: {
+          filter: { _id: key },
+          update: {
+            $setOnInsert: { company_id: event.company_id, ...target, event_id: event.event_id, event_type: event.type, event, created_at: attempt.attempted_at },
+            $set: { updated_at: attempt.attempted_at },
+            $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
+          },
+          upsert: true,
+        },
+      })),
+      { ordered: true },
     );
+  }
+
+  recordAttempt(record: AttemptRecord): Promise<void> {
+    return this.recordAttempts([record]);
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
-import type { HooksRepository } from './repository.js';
+import type { HookDoc, HooksRepository } from './repository.js';
 import { DISABLE_AFTER_FAILING_MS, retryDelay } from './retry-policy.js';
 import type { SendResult, WebhookRequest } from './sender.js';
 import { signedHeaders, webhookBody } from './signing.js';
@@ -9,7 +9,8 @@ import type { WebhookSecretsRepository } from './webhook-secrets.repository.js';
 
 export interface DeliveryDeps {
   hooks: HooksRepository;
-  deliveries: DeliveriesRepository;
+  /** The repository itself, or a recorder that batches attempts (the hooks worker's). */
+  deliveries: Pick<DeliveriesRepository, 'recordAttempt' | 'deleteForHook'>;
   secrets: WebhookSecretsRepository;
   send(webhook: WebhookRequest): Promise<SendResult>;
   maxAttempts: number;
@@ -36,14 +37,21 @@ interface Target {
   owner: DeliveryTarget;
 }
 
-async function resolveTarget(job: DeliveryJob, jobId: string, deps: DeliveryDeps): Promise<Target | string> {
+/** Where a delivery goes; `hook` is the hook as the fan-out just read it, which saves reading it again. */
+export interface DeliveryContext {
+  jobId: string;
+  attempt: number;
+  hook?: HookDoc;
+}
+
+async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: DeliveryDeps): Promise<Target | string> {
   const { event, target } = job;
   if (target.kind === 'automation') {
     // Automation webhooks are signed with the company's webhook secret (see webhook-secrets.repository.ts).
     const secret = await deps.secrets.forCompany(event.company_id);
-    return { url: target.url, secret, key: jobId, failing: false, owner: { hook_id: null, automation_id: target.automation_id } };
+    return { url: target.url, secret, key: context.jobId, failing: false, owner: { hook_id: null, automation_id: target.automation_id } };
   }
-  const hook = await deps.hooks.findById(event.company_id, target.hook_id);
+  const hook = context.hook ?? (await deps.hooks.findById(event.company_id, target.hook_id));
   if (!hook) return 'hook deleted';
   if (hook.disabled_at) return 'hook disabled';
   return {
@@ -79,10 +87,10 @@ async function afterFailure(
  * with backoff until `maxAttempts`, and a hook whose deliveries have all failed for 5 days is disabled.
  * Idempotent enough for at-least-once jobs: a re-run sends again under the same `webhook-id`.
  */
-export async function deliverWebhook(job: DeliveryJob, context: { jobId: string; attempt: number }, deps: DeliveryDeps): Promise<DeliveryOutcome> {
+export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext, deps: DeliveryDeps): Promise<DeliveryOutcome> {
   const now = deps.now ?? (() => new Date());
   const { event } = job;
-  const target = await resolveTarget(job, context.jobId, deps);
+  const target = await resolveTarget(job, context, deps);
   const log = deps.logger.child({ event_id: event.event_id, attempt: context.attempt, ...(typeof target === 'string' ? {} : target.owner) });
   if (typeof target === 'string') {
     log.info({ outcome: 'skipped', reason: target }, 'webhook not sent');
@@ -115,14 +123,19 @@ export async function deliverWebhook(job: DeliveryJob, context: { jobId: string;
   }
 
   const error = result.kind === 'error' ? result.error : statusCode !== null && statusCode >= 300 && statusCode < 400 ? 'redirect not followed' : null;
-  await deps.deliveries.recordAttempt(target.key, target.owner, event, {
-    attempt: context.attempt,
-    status_code: statusCode,
-    error,
-    duration_ms: result.durationMs,
-    succeeded,
-    next_retry_at: decision.outcome === 'retry' ? new Date(answeredAt.getTime() + decision.delayMs) : null,
-    attempted_at: attemptedAt,
+  await deps.deliveries.recordAttempt({
+    key: target.key,
+    target: target.owner,
+    event,
+    attempt: {
+      attempt: context.attempt,
+      status_code: statusCode,
+      error,
+      duration_ms: result.durationMs,
+      succeeded,
+      next_retry_at: decision.outcome === 'retry' ? new Date(answeredAt.getTime() + decision.delayMs) : null,
+      attempted_at: attemptedAt,
+    },
   });
   log[succeeded ? 'info' : 'warn'](
     { ...decision, status_code: statusCode, error, duration_ms: result.durationMs, origin: new URL(target.url).origin },

@@ -1,6 +1,6 @@
 import type { EventEnvelope } from '../events/envelope.js';
 import type { DeliveryJob } from '../shared/queues.js';
-import type { HooksRepository } from './repository.js';
+import type { HookDoc, HooksRepository } from './repository.js';
 
 /**
  * Job id of an event's delivery to a hook: derived from both, so a duplicate event (or a re-run
@@ -11,16 +11,27 @@ export function hookDeliveryJobId(hookId: string, eventId: string, round = 'even
 }
 
 export interface FanOutDeps {
-  hooks: HooksRepository;
-  enqueueDeliveries(jobs: Array<{ data: DeliveryJob; jobId: string }>): Promise<void>;
+  /** The repository, or the worker's cache of it. */
+  hooks: Pick<HooksRepository, 'enabledFor'>;
+  /**
+   * True when this fan-out job may deliver the event: the first job to see it, or that same job run
+   * again after a crash. The same event published again under another job id is refused.
+   */
+  claim(eventId: string): Promise<boolean>;
+  /** Makes the first attempt of one delivery (the hook as just read is passed along). */
+  deliver(hook: HookDoc, job: DeliveryJob, jobId: string): Promise<void>;
 }
 
-/** One delivery job per enabled hook of the event's company that subscribed to its type (or `*`). */
+/**
+ * Delivers the event to every enabled hook of its company subscribed to its type (or `*`), all at
+ * once, inside the fan-out job: no second job per delivery on the common path. Only deliveries that
+ * need a retry become jobs of their own. A re-run fan-out sends again (at least once).
+ */
 export async function fanOutEvent(event: EventEnvelope, deps: FanOutDeps): Promise<number> {
+  if (!(await deps.claim(event.event_id))) return 0;
   const hooks = await deps.hooks.enabledFor(event.company_id, event.type);
-  if (hooks.length === 0) return 0;
-  await deps.enqueueDeliveries(
-    hooks.map((hook) => ({ data: { event, target: { kind: 'hook', hook_id: hook._id } }, jobId: hookDeliveryJobId(hook._id, event.event_id) })),
+  await Promise.all(
+    hooks.map((hook) => deps.deliver(hook, { event, target: { kind: 'hook', hook_id: hook._id } }, hookDeliveryJobId(hook._id, event.event_id))),
   );
   return hooks.length;
 }

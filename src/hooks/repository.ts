@@ -19,11 +19,17 @@ export interface HookDoc {
   failing_since: Date | null;
 }
 
-/** The only code that touches `hooks`; every method is scoped by company. */
+/** Tells the hooks workers' caches (hook-cache.ts) that a company's hooks changed; never throws. */
+export type AnnounceHookChange = (companyId: string) => Promise<void>;
+
+/** The only code that touches `hooks`; every method is scoped by company, every write is announced. */
 export class HooksRepository {
   private readonly hooks: Collection<HookDoc>;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly announce: AnnounceHookChange = async () => {},
+  ) {
     this.hooks = db.collection<HookDoc>('hooks');
   }
 
@@ -44,12 +50,15 @@ export class HooksRepository {
         { $setOnInsert: onInsert, $set: { disabled_at, failing_since } },
         { upsert: true, returnDocument: 'after' },
       );
+    let hook: HookDoc;
     try {
-      return (await upsert())!;
+      hook = (await upsert())!;
     } catch (error) {
       if (!isDuplicateKeyError(error)) throw error;
-      return (await upsert())!; // a concurrent subscribe inserted first; now it matches
+      hook = (await upsert())!; // a concurrent subscribe inserted first; now it matches
     }
+    await this.announce(company_id);
+    return hook;
   }
 
   /** In creation order (ids sort by creation time), a page at a time. */
@@ -63,7 +72,9 @@ export class HooksRepository {
   }
 
   async delete(companyId: string, hookId: string): Promise<boolean> {
-    return (await this.hooks.deleteOne({ company_id: companyId, _id: hookId })).deletedCount === 1;
+    const deleted = (await this.hooks.deleteOne({ company_id: companyId, _id: hookId })).deletedCount === 1;
+    if (deleted) await this.announce(companyId);
+    return deleted;
   }
 
   /** The hooks an event fans out to: enabled, subscribed to its type or to `*`. */
@@ -71,25 +82,34 @@ export class HooksRepository {
     return this.hooks.find({ company_id: companyId, event: { $in: [type, '*'] }, disabled_at: null }).toArray();
   }
 
-  reenable(companyId: string, hookId: string): Promise<HookDoc | null> {
-    return this.hooks.findOneAndUpdate(
+  /** Every enabled hook of the company (what the workers' cache holds). */
+  enabledOf(companyId: string): Promise<HookDoc[]> {
+    return this.hooks.find({ company_id: companyId, disabled_at: null }).toArray();
+  }
+
+  async reenable(companyId: string, hookId: string): Promise<HookDoc | null> {
+    const hook = await this.hooks.findOneAndUpdate(
       { company_id: companyId, _id: hookId },
       { $set: { disabled_at: null, failing_since: null } },
       { returnDocument: 'after' },
     );
+    await this.announce(companyId);
+    return hook;
   }
 
   async recordSuccess(companyId: string, hookId: string): Promise<void> {
-    await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: { $ne: null } }, { $set: { failing_since: null } });
+    const reset = await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: { $ne: null } }, { $set: { failing_since: null } });
+    if (reset.modifiedCount > 0) await this.announce(companyId);
   }
 
   /** Notes a failed attempt; returns true when this failure disabled the hook (failing since `disableIfFailingSince` or earlier). */
   async recordFailure(companyId: string, hookId: string, now: Date, disableIfFailingSince: Date): Promise<boolean> {
-    await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: null }, { $set: { failing_since: now } });
+    const started = await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: null }, { $set: { failing_since: now } });
     const disabled = await this.hooks.updateOne(
       { company_id: companyId, _id: hookId, disabled_at: null, failing_since: { $lte: disableIfFailingSince } },
       { $set: { disabled_at: now } },
     );
+    if (started.modifiedCount > 0 || disabled.modifiedCount > 0) await this.announce(companyId);
     return disabled.modifiedCount === 1;
   }
 }

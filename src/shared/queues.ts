@@ -6,6 +6,8 @@ import type { Logger } from './logger.js';
 export interface DeliveryJob {
   event: EventEnvelope;
   target: { kind: 'hook'; hook_id: string } | { kind: 'automation'; automation_id: string; url: string };
+  /** Attempts made before this job existed (the fan-out's first one), so the numbering carries on. */
+  attempts_before?: number;
 }
 
 /** The one registry of queue names and the payload each carries; both ends are type-checked against it. */

@@ -65,6 +65,18 @@ describe('REST hook delivery', () => {
     expect(inbox.requests).toHaveLength(1);
   });
 
+  it('a hook subscribed while the worker holds the company\'s hooks in its cache gets the very next event', async () => {
+    const tenant = await createTenant(t.app);
+    const first = await receiver();
+    await subscribe(tenant, first.url());
+    await createTask(t.app, tenant);
+    await waitFor(() => first.requests.length === 1); // the worker has now read and cached the company's hooks
+    const second = await receiver();
+    await subscribe(tenant, second.url());
+    await createTask(t.app, tenant);
+    await waitFor(() => second.requests.length === 1 && first.requests.length === 2);
+  });
+
   it('delivers only the subscribed event type, and every type to *', async () => {
     const tenant = await createTenant(t.app);
     const completedOnly = await receiver();

@@ -99,16 +99,18 @@ describe('a hook that keeps failing', () => {
     const attempts = (await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json();
     expect(attempts.map((a: { attempt: number }) => a.attempt)).toEqual([5, 4, 3, 2, 1]);
 
-    const enqueued: unknown[] = [];
+    const fannedOutTo: string[] = [];
     const repos = createRepositories(t.db);
-    expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), { hooks: repos.hooks, enqueueDeliveries: async (jobs) => void enqueued.push(...jobs) })).toBe(0);
+    const fanOutDeps = { hooks: repos.hooks, claim: async () => true, deliver: async (target: { _id: string }) => void fannedOutTo.push(target._id) };
+    expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), fanOutDeps)).toBe(0);
     const sent: WebhookRequest[] = [];
     expect(await deliverWebhook(job, context, deps(fiveDaysOn, failing, sent))).toEqual({ outcome: 'skipped', reason: 'hook disabled' });
     expect(sent).toHaveLength(0);
 
     const again = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event: 'task.created' })).json();
     expect(again).toMatchObject({ hook_id: hook.hook_id, disabled_at: null });
-    expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), { hooks: repos.hooks, enqueueDeliveries: async (jobs) => void enqueued.push(...jobs) })).toBe(1);
+    expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), fanOutDeps)).toBe(1);
+    expect(fannedOutTo).toEqual([hook.hook_id]);
   });
 
   it('a redelivery re-enables a disabled hook', async () => {

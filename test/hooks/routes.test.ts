@@ -80,8 +80,11 @@ describe('tenant isolation', () => {
     const stranger = await createTenant(t.app);
     const hook = await subscribe(owner);
     const event = buildEvent('task.created', owner.companyId, {});
-    await t.app.repos.deliveries.recordAttempt(`${hook.hook_id}:${event.event_id}`, { hook_id: hook.hook_id, automation_id: null }, event, {
-      attempt: 1, status_code: 500, error: null, duration_ms: 5, succeeded: false, next_retry_at: null, attempted_at: new Date(),
+    await t.app.repos.deliveries.recordAttempt({
+      key: `${hook.hook_id}:${event.event_id}`,
+      target: { hook_id: hook.hook_id, automation_id: null },
+      event,
+      attempt: { attempt: 1, status_code: 500, error: null, duration_ms: 5, succeeded: false, next_retry_at: null, attempted_at: new Date() },
     });
     const routes = (id: string) => [
       ['GET', `/hooks/${id}/deliveries`],

@@ -44,7 +44,7 @@ async function seedTenant(app: FastifyInstance, tenant: Tenant, names: { item?: 
   // One failed delivery of that event to the hook, so the deliveries list and redeliver have something to show.
   if (event) {
     const attempt = { attempt: 1, status_code: 503, error: null, duration_ms: 12, succeeded: false, next_retry_at: null, attempted_at: new Date() };
-    await app.repos.deliveries.recordAttempt(hookDeliveryKey(tenant.hookId!, event.event_id), { hook_id: tenant.hookId!, automation_id: null }, event, attempt);
+    await app.repos.deliveries.recordAttempt({ key: hookDeliveryKey(tenant.hookId!, event.event_id), target: { hook_id: tenant.hookId!, automation_id: null }, event, attempt });
   }
   return {
     ...tenant,
