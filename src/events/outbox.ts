@@ -52,11 +52,23 @@ export interface PublishedEvents {
 }
 
 /**
- * Removes published events from their documents (two round trips for any number of documents) and
- * clears the flag only where nothing new arrived meanwhile.
+ * Removes published events from their documents. The usual case, a document whose pending events are
+ * exactly the published ones, takes one write per document (all in one round trip) that drops the
+ * events and the flag together. Documents that gained events meanwhile get the two-step fallback:
+ * pull exactly the published events, then clear the flag only where nothing is left.
  */
 export async function clearPublished(collection: Collection<Document>, published: PublishedEvents[]): Promise<void> {
   if (published.length === 0) return;
+  const whole = await collection.bulkWrite(
+    published.map(({ documentId, eventIds }) => ({
+      updateOne: {
+        filter: { _id: documentId as never, pending_events: { $size: eventIds.length }, 'pending_events.event_id': { $all: eventIds } },
+        update: { $unset: { pending_events: '', outbox_pending: '' } },
+      },
+    })),
+    { ordered: false },
+  );
+  if (whole.matchedCount === published.length) return;
   await collection.bulkWrite(
     published.map(({ documentId, eventIds }) => ({
       updateOne: { filter: { _id: documentId as never }, update: { $pull: { pending_events: { event_id: { $in: eventIds } } } as never } },
@@ -65,7 +77,7 @@ export async function clearPublished(collection: Collection<Document>, published
   );
   await collection.updateMany(
     { _id: { $in: published.map(({ documentId }) => documentId as never) }, pending_events: { $size: 0 } },
-    { $unset: { outbox_pending: '' } },
+    { $unset: { pending_events: '', outbox_pending: '' } },
   );
 }
 

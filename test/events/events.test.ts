@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import { clearPublished } from '../../src/events/outbox.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
@@ -97,4 +98,22 @@ describe('the relay', () => {
       await quiet.close();
     }
   });
+
+  it('clearing published events keeps events that arrived after they were read', async () => {
+    const tasks = t.db.collection('tasks');
+    const event = (id: string) => ({ event_id: id, type: 'task.updated' });
+    await tasks.insertMany([
+      { _id: 'clear-exact' as never, pending_events: [event('e1'), event('e2')], outbox_pending: true },
+      { _id: 'clear-newer' as never, pending_events: [event('e3'), event('e4')], outbox_pending: true },
+    ]);
+    await clearPublished(tasks, [
+      { documentId: 'clear-exact', eventIds: ['e1', 'e2'] },
+      { documentId: 'clear-newer', eventIds: ['e3'] }, // e4 was recorded after the publisher read the document
+    ]);
+    const exact = await tasks.findOne({ _id: 'clear-exact' as never });
+    expect(exact).toEqual({ _id: 'clear-exact' });
+    const newer = await tasks.findOne({ _id: 'clear-newer' as never });
+    expect(newer).toEqual({ _id: 'clear-newer', pending_events: [event('e4')], outbox_pending: true });
+  });
 });
+
