@@ -28,7 +28,7 @@ import { createDomainServices } from './services.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
-import { announceOnRedis } from './hooks/hook-cache.js';
+import { createChangeFeeds } from './shared/announced-cache.js';
 
 export interface AppDeps {
   config: Config;
@@ -123,7 +123,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerRequestObservation(app);
 
   // Stage 2: shared decorators.
-  const repos = createRepositories(deps.db, { announceHookChange: announceOnRedis(deps.redis, deps.config.QUEUE_PREFIX, logger) });
+  const changes = createChangeFeeds(deps.redis, deps.config.QUEUE_PREFIX, logger);
+  const repos = createRepositories(deps.db, { changes });
   const services = createServices(deps, repos, logger);
   app.decorate('repos', repos);
   app.decorate('services', services);
@@ -143,6 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.addHook('onClose', async () => {
     untrack.forEach((stop) => stop());
     await services.lastUsed.close();
+    changes.close();
     await Promise.all(queues.map((queue) => queue.close()));
   });
 

@@ -7,13 +7,14 @@ import { ItemsRepository } from './items/repository.js';
 import { IdempotencyRepository } from './idempotency/repository.js';
 import { AutomationsRepository } from './automations/repository.js';
 import { TasksRepository } from './tasks/repository.js';
-import { HooksRepository, type AnnounceHookChange } from './hooks/repository.js';
+import { HooksRepository } from './hooks/repository.js';
+import type { ChangeFeeds } from './shared/announced-cache.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
 import { WebhookSecretsRepository } from './hooks/webhook-secrets.repository.js';
 
 export interface RepositoryOptions {
-  /** Where hook changes are announced to the hooks workers' caches; without it, nowhere. */
-  announceHookChange?: AnnounceHookChange;
+  /** Announce hook and pipeline changes to other processes and cache their reads; without, read every time. */
+  changes?: ChangeFeeds;
 }
 
 /** One repository per collection; the only code that touches that collection. */
@@ -21,13 +22,13 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
   return {
     companies: new CompaniesRepository(db),
     users: new UsersRepository(db),
-    pipelines: new PipelinesRepository(db),
+    pipelines: new PipelinesRepository(db, options.changes?.pipelines),
     apiKeys: new ApiKeysRepository(db),
     items: new ItemsRepository(db),
     tasks: new TasksRepository(db),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
-    hooks: new HooksRepository(db, options.announceHookChange),
+    hooks: new HooksRepository(db, options.changes?.hooks),
     deliveries: new DeliveriesRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),
   };

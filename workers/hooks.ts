@@ -2,10 +2,10 @@ import { DelayedError, UnrecoverableError } from 'bullmq';
 import type { AttemptRecord } from '../src/hooks/deliveries.repository.js';
 import { deliverWebhook, type DeliveryDeps } from '../src/hooks/delivery.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
-import { announceOnRedis, HookCache } from '../src/hooks/hook-cache.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { TargetGuard } from '../src/hooks/target-guard.js';
 import { createRepositories } from '../src/repositories.js';
+import { createChangeFeeds } from '../src/shared/announced-cache.js';
 import { Coalescer } from '../src/shared/coalesce.js';
 import { createQueue, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
@@ -21,10 +21,9 @@ const CLAIM_SECONDS = 24 * 3600;
 export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) => {
   const connection = createWorkerRedis(config.REDIS_URL);
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
-  const repos = createRepositories(db, { announceHookChange: announceOnRedis(connection, config.QUEUE_PREFIX, logger) });
-  const hookCache = new HookCache(repos.hooks);
-  const subscriber = createWorkerRedis(config.REDIS_URL);
-  await hookCache.listen(subscriber, config.QUEUE_PREFIX);
+  // Hook lookups are cached; changes made by the API reach this process over the change feed.
+  const changes = createChangeFeeds(connection, config.QUEUE_PREFIX, logger);
+  const repos = createRepositories(db, { changes });
   const deliveries = createQueue('deliveries', settings);
   const sender = new WebhookSender(new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver), config.HOOK_TIMEOUT_MS);
   const attempts = new Coalescer<AttemptRecord>((records) => repos.deliveries.recordAttempts(records)); // one bulk write for attempts made together
@@ -40,7 +39,7 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
 
   const fanOut = startWorker('hook-fanout', async (job) => {
     const hooks = await fanOutEvent(job.data, {
-      hooks: hookCache,
+      hooks: repos.hooks,
       claim: async (eventId) => {
         // SET NX GET: claims the event for this job id, or tells which job claimed it first.
         const claimedBy = await connection.set(`${config.QUEUE_PREFIX}:fanout-claim:${eventId}`, job.id!, 'EX', CLAIM_SECONDS, 'NX', 'GET');
@@ -78,7 +77,7 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
       await deliveries.close();
       await sender.close();
       connection.disconnect();
-      subscriber.disconnect();
+      changes.close();
     },
   };
 };

@@ -1,5 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import type { EventType } from '../events/envelope.js';
+import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 
 /** An event type, or `*` for every type. */
@@ -19,18 +20,25 @@ export interface HookDoc {
   failing_since: Date | null;
 }
 
-/** Tells the hooks workers' caches (hook-cache.ts) that a company's hooks changed; never throws. */
-export type AnnounceHookChange = (companyId: string) => Promise<void>;
-
-/** The only code that touches `hooks`; every method is scoped by company, every write is announced. */
+/**
+ * The only code that touches `hooks`; every method is scoped by company. With a change feed, every
+ * write is announced and the fan-out's lookup is cached per company (so an unsubscribe still stops
+ * deliveries at once, in every process).
+ */
 export class HooksRepository {
   private readonly hooks: Collection<HookDoc>;
+  private readonly enabledByCompany?: AnnouncedCache<HookDoc[]>;
 
   constructor(
     db: Db,
-    private readonly announce: AnnounceHookChange = async () => {},
+    private readonly changes?: ChangeAnnouncer,
   ) {
     this.hooks = db.collection<HookDoc>('hooks');
+    if (changes) this.enabledByCompany = new AnnouncedCache(changes);
+  }
+
+  private async announce(companyId: string): Promise<void> {
+    await this.changes?.announce(companyId);
   }
 
   static async ensureIndexes(db: Db): Promise<void> {
@@ -78,13 +86,10 @@ export class HooksRepository {
   }
 
   /** The hooks an event fans out to: enabled, subscribed to its type or to `*`. */
-  enabledFor(companyId: string, type: EventType): Promise<HookDoc[]> {
-    return this.hooks.find({ company_id: companyId, event: { $in: [type, '*'] }, disabled_at: null }).toArray();
-  }
-
-  /** Every enabled hook of the company (what the workers' cache holds). */
-  enabledOf(companyId: string): Promise<HookDoc[]> {
-    return this.hooks.find({ company_id: companyId, disabled_at: null }).toArray();
+  async enabledFor(companyId: string, type: EventType): Promise<HookDoc[]> {
+    if (!this.enabledByCompany) return this.hooks.find({ company_id: companyId, event: { $in: [type, '*'] }, disabled_at: null }).toArray();
+    const enabled = await this.enabledByCompany.get(companyId, () => this.hooks.find({ company_id: companyId, disabled_at: null }).toArray());
+    return enabled.filter((hook) => hook.event === type || hook.event === '*');
   }
 
   async reenable(companyId: string, hookId: string): Promise<HookDoc | null> {

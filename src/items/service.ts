@@ -75,14 +75,14 @@ export class ItemsService {
   constructor(private readonly deps: ItemsServiceDeps) {}
 
   private async pipelineFor(companyId: string, pipelineId: string): Promise<PipelineDoc> {
-    const pipeline = await this.deps.pipelines.findById(companyId, pipelineId);
+    const pipeline = await this.deps.pipelines.findCached(companyId, pipelineId);
     // A stored item always has its pipeline; pipelines are never deleted.
     if (!pipeline) throw new Error(`pipeline ${pipelineId} of an item is missing`);
     return pipeline;
   }
 
   async create(auth: Actor, body: z.infer<typeof createItemBody>): Promise<ItemResponse> {
-    const pipeline = await this.deps.pipelines.findById(auth.companyId, body.pipeline_id);
+    const pipeline = await this.deps.pipelines.findCached(auth.companyId, body.pipeline_id);
     if (!pipeline) throw ValidationError.single('pipeline_id', 'is not a pipeline of this company');
     const problems: FieldProblem[] = [];
     checkPosition(pipeline, body.stage_id, body.status_id, problems);
@@ -208,7 +208,7 @@ export class ItemsService {
 
   /** Applies the pipeline's duplicate_detection config; never writes anything. */
   async checkDuplicates(auth: AuthContext, body: z.infer<typeof checkDuplicatesBody>) {
-    const pipeline = await this.deps.pipelines.findById(auth.companyId, body.pipeline_id);
+    const pipeline = await this.deps.pipelines.findCached(auth.companyId, body.pipeline_id);
     if (!pipeline) throw ValidationError.single('pipeline_id', 'is not a pipeline of this company');
     const probes = probeTokens(pipeline, body);
     const config = pipeline.duplicate_detection;

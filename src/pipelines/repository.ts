@@ -1,4 +1,5 @@
 import type { Collection, Db } from 'mongodb';
+import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
 import type { DuplicateDetection, FieldDefinition, PipelineResponse } from './schemas.js';
 
 export interface StageDoc {
@@ -26,11 +27,21 @@ export interface PipelineDoc {
   updated_at: Date;
 }
 
+/**
+ * The only code that touches `pipelines`. With a change feed, every write is announced and
+ * `findCached` serves the request path from memory (items are validated and shaped by their pipeline
+ * on every request; pipelines change rarely, through the admin API).
+ */
 export class PipelinesRepository {
   private readonly collection: Collection<PipelineDoc>;
+  private readonly cache?: AnnouncedCache<PipelineDoc | null>;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly changes?: ChangeAnnouncer,
+  ) {
     this.collection = db.collection<PipelineDoc>('pipelines');
+    if (changes) this.cache = new AnnouncedCache(changes);
   }
 
   static async ensureIndexes(db: Db): Promise<void> {
@@ -39,11 +50,18 @@ export class PipelinesRepository {
 
   async insert(doc: PipelineDoc): Promise<PipelineDoc> {
     await this.collection.insertOne(doc);
+    await this.changes?.announce(cacheKey(doc.company_id, doc._id));
     return doc;
   }
 
   findById(companyId: string, pipelineId: string): Promise<PipelineDoc | null> {
     return this.collection.findOne({ company_id: companyId, _id: pipelineId });
+  }
+
+  /** As findById, from the cache when there is one; the result is shared, never modify it. */
+  findCached(companyId: string, pipelineId: string): Promise<PipelineDoc | null> {
+    if (!this.cache) return this.findById(companyId, pipelineId);
+    return this.cache.get(cacheKey(companyId, pipelineId), () => this.findById(companyId, pipelineId));
   }
 
   /** In creation order; `afterId`/`limit` page it for integrators, admin screens read up to 1,000. */
@@ -53,13 +71,19 @@ export class PipelinesRepository {
   }
 
   /** Compare-and-set on `revision`, so two concurrent admin edits cannot overwrite each other. */
-  replaceIfRevision(companyId: string, expectedRevision: number, next: PipelineDoc): Promise<PipelineDoc | null> {
-    return this.collection.findOneAndReplace(
+  async replaceIfRevision(companyId: string, expectedRevision: number, next: PipelineDoc): Promise<PipelineDoc | null> {
+    const replaced = await this.collection.findOneAndReplace(
       { company_id: companyId, _id: next._id, revision: expectedRevision },
       next,
       { returnDocument: 'after' },
     );
+    if (replaced) await this.changes?.announce(cacheKey(companyId, next._id));
+    return replaced;
   }
+}
+
+function cacheKey(companyId: string, pipelineId: string): string {
+  return JSON.stringify([companyId, pipelineId]);
 }
 
 export function toPipelineResponse(doc: PipelineDoc): PipelineResponse {

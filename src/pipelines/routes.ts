@@ -32,7 +32,7 @@ export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
       response: { 200: pipelineSchema, ...errorResponses(...EXT_ERRORS, 404) },
     },
   }, async (request) => {
-    const pipeline = await app.repos.pipelines.findById(authOf(request).companyId, request.params.pipeline_id);
+    const pipeline = await app.repos.pipelines.findCached(authOf(request).companyId, request.params.pipeline_id);
     if (!pipeline) throw new NotFoundError('Pipeline');
     return toPipelineResponse(pipeline);
   });
