@@ -40,10 +40,6 @@ app.get('/hello-ratelimit', async () => {
   return { hello: 'world' };
 });
 
-app.get<{ Params: { id: string }; Querystring: Query }>('/pipelines/:id', async (request) =>
-  pipelines.findOne({ company_id: request.query.company_id, _id: request.params.id }),
-);
-
 // Same filter, projection, sort and limit (+1 to see whether a next page exists) as GET /v1/ext/items.
 app.get<{ Querystring: Query }>('/items', async (request) =>
   items
