@@ -50,6 +50,7 @@ export class Collection {
     const keys = this.checkedKeys(doc, id);
     this.secondary.forEach((idx, i) => {
       const old = idx.keys(prev);
+      if (old && keys[i] && sameKeys(old, keys[i])) return; // most updates leave most indexes alone
       if (old) idx.remove(id, old);
       if (keys[i]) idx.add(id, keys[i]);
     });
@@ -232,4 +233,11 @@ function validateName(db: string, name: string): void {
   if (!name || name.includes('$') || name.includes('\0') || name.startsWith('.')) {
     fail('InvalidNamespace', `Invalid collection name: ${name}`);
   }
+}
+
+/** Whether two documents have the very same entries in an index (the full keys decide, the prefixes follow). */
+function sameKeys(a: IndexKeys, b: IndexKeys): boolean {
+  const left = a.prefixes[a.prefixes.length - 1];
+  const right = b.prefixes[b.prefixes.length - 1];
+  return left.length === right.length && left.every((key, i) => key === right[i]);
 }
