@@ -11,8 +11,12 @@ import { createQueue, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
 import type { RoleStarter } from './start.js';
 
-/** How long an event's fan-out claim is kept: as long as completed jobs are (DEFAULT_JOB_OPTIONS). */
-const CLAIM_SECONDS = 24 * 3600;
+/**
+ * How long an event's fan-out claim is kept. Re-publishes under the same job id are already no-ops in
+ * BullMQ (jobId = event_id); this guards against the rare one under another id, which comes soon after
+ * the first. An hour bounds the keys Redis holds (one small key per event).
+ */
+const CLAIM_SECONDS = 3600;
 
 /**
  * The hooks role: `hook-fanout` makes each event's first attempt to every matching hook, and
