@@ -18,6 +18,9 @@ export const MINGO_OPTIONS: Partial<Options> = {
 
 export type Matcher = (doc: Doc) => boolean;
 
+/** A top-level field name: no dots, no leading `$`, not all digits (JS would reorder such keys). */
+export const TOP_LEVEL_FIELD = /^(?![0-9]+$)[^.$][^.]*$/;
+
 const UNSUPPORTED_QUERY_OPS: Record<string, string> = {
   $where: '$where (server-side JavaScript)',
   $text: '$text (text search needs a text index)',
@@ -60,8 +63,42 @@ export function compileFilter(filter: unknown, what = 'filter'): Matcher {
   if (!isPlainObject(filter)) fail('TypeMismatch', `${what} must be an object`);
   if (Object.keys(filter).length === 0) return () => true;
   rejectUnsupportedOperators(filter);
+  const equalities = scalarEqualities(filter);
+  if (equalities) return scalarEqualityMatcher(filter, equalities);
   const query = new Query(filter, MINGO_OPTIONS);
   return (doc) => query.test(doc);
+}
+
+/** `{field: "text" | true | 12, ...}` on top-level fields: most filters (`{_id, company_id}` and the like). */
+function scalarEqualities(filter: Doc): Array<[string, string | number | boolean]> | undefined {
+  const pairs: Array<[string, string | number | boolean]> = [];
+  for (const [field, value] of Object.entries(filter)) {
+    if (!TOP_LEVEL_FIELD.test(field)) return undefined;
+    if (typeof value !== 'string' && typeof value !== 'boolean' && !(typeof value === 'number' && Number.isFinite(value))) return undefined;
+    pairs.push([field, value]);
+  }
+  return pairs;
+}
+
+/**
+ * Matches scalar equalities without mingo (which builds a whole operator context per query). A stored
+ * value that is not a plain scalar (an array holding the value, a Long equal to a number, ...) is
+ * left to mingo, compiled only then.
+ */
+function scalarEqualityMatcher(filter: Doc, equalities: Array<[string, string | number | boolean]>): Matcher {
+  let query: Query | undefined;
+  return (doc) => {
+    for (const [field, expected] of equalities) {
+      const actual = doc[field];
+      if (actual === expected) continue;
+      if (actual !== null && typeof actual === 'object') {
+        query ??= new Query(filter, MINGO_OPTIONS);
+        return query.test(doc);
+      }
+      return false;
+    }
+    return true;
+  };
 }
 
 export type SortSpec = Array<[string, 1 | -1]>;

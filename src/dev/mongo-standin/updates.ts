@@ -5,7 +5,7 @@
 
 import { updateOne as mingoUpdateOne } from 'mingo';
 import { fail, notImplemented } from './errors.js';
-import { MINGO_OPTIONS, rejectUnsupportedOperators } from './query.js';
+import { MINGO_OPTIONS, rejectUnsupportedOperators, TOP_LEVEL_FIELD } from './query.js';
 import { clone, type Doc, formatValue, getPath, isNumeric, isPlainObject, keyOf, typeName } from './values.js';
 
 const OPERATORS = new Set([
@@ -95,6 +95,10 @@ function run(target: Doc, ops: Doc, opts: ApplyOptions): boolean {
   if (positional && opts.inserting) {
     fail('BadValue', 'The positional operator did not find the match needed from the query.');
   }
+  if (!positional && !opts.arrayFilters) {
+    const modified = runCommonUpdate(target, ops);
+    if (modified !== undefined) return modified;
+  }
   const res = mingoUpdateOne(
     [target],
     positional && opts.filter ? opts.filter : {},
@@ -103,6 +107,59 @@ function run(target: Doc, ops: Doc, opts: ApplyOptions): boolean {
     MINGO_OPTIONS,
   );
   return res.modifiedCount > 0;
+}
+
+const COMMON_OPERATORS = new Set(['$set', '$unset', '$inc', '$push']);
+
+function isCommonPush(value: unknown): value is { $each: unknown[]; $slice?: number } {
+  if (!isPlainObject(value) || !Array.isArray(value.$each)) return false;
+  const slice = value.$slice;
+  return Object.keys(value).every((k) => k === '$each' || k === '$slice') && (slice === undefined || Number.isInteger(slice));
+}
+
+/**
+ * The updates almost every write makes ($set, $unset, $inc of plain numbers, $push of `$each` with an
+ * optional `$slice`, on top-level fields), applied directly: mingo builds a whole operator context on
+ * every call, which was most of the stand-in's time per write. Anything else (dotted paths, other
+ * operators or modifiers, a path named twice) returns undefined and goes to mingo, untouched.
+ */
+function runCommonUpdate(target: Doc, ops: Doc): boolean | undefined {
+  const seen = new Set<string>();
+  for (const [op, fields] of Object.entries(ops)) {
+    if (!COMMON_OPERATORS.has(op)) return undefined;
+    for (const [path, value] of Object.entries(fields as Doc)) {
+      if (!TOP_LEVEL_FIELD.test(path) || seen.has(path)) return undefined;
+      seen.add(path);
+      const current = target[path];
+      if (op === '$inc' && (typeof value !== 'number' || (current !== undefined && typeof current !== 'number'))) return undefined;
+      if (op === '$push' && (!isCommonPush(value) || (current !== undefined && !Array.isArray(current)))) return undefined;
+    }
+  }
+  let modified = false;
+  for (const [op, fields] of Object.entries(ops)) {
+    for (const [path, value] of Object.entries(fields as Doc)) {
+      const present = Object.hasOwn(target, path);
+      const current = target[path];
+      if (op === '$set') {
+        if (present && keyOf(current) === keyOf(value)) continue;
+        target[path] = clone(value);
+      } else if (op === '$unset') {
+        if (!present) continue;
+        delete target[path];
+      } else if (op === '$inc') {
+        if (present && value === 0) continue;
+        target[path] = ((current as number | undefined) ?? 0) + (value as number);
+      } else {
+        const { $each, $slice } = value as { $each: unknown[]; $slice?: number };
+        let next = [...((current as unknown[] | undefined) ?? []), ...$each.map(clone)];
+        if ($slice !== undefined) next = $slice >= 0 ? next.slice(0, $slice) : next.slice(Math.max(0, next.length + $slice));
+        if (present && keyOf(next) === keyOf(current)) continue;
+        target[path] = next;
+      }
+      modified = true;
+    }
+  }
+  return modified;
 }
 
 function checkIdUnchanged(before: Doc, after: Doc): void {
