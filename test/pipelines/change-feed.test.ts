@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { PrivateRedisServer } from '../../src/dev/redis-server.js';
+import { createRequestPathRedis } from '../../src/shared/redis.js';
+import { buildTestApp, testConfig, type TestApp } from '../helpers/app.js';
 import { admin, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
-import { waitFor } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 // Pipelines are cached by every web process (they shape every item request) and dropped when a
 // change is announced over Redis; these tests pin down that a change is never served stale.
@@ -51,4 +53,42 @@ describe('pipeline changes reach every web process', () => {
       await other.close();
     }
   });
+
+  it('while Redis is away nothing is served from the cache, and once it is back changes reach every process again', async () => {
+    const redisServer = await PrivateRedisServer.start();
+    const config = testConfig({ REDIS_URL: redisServer.url, RATE_LIMIT_MAX: '100000' });
+    const connections = [createRequestPathRedis(redisServer.url), createRequestPathRedis(redisServer.url)];
+    connections.forEach((redis) => redis.on('error', () => {}));
+    const [writer, reader] = await Promise.all(connections.map((redis) => buildApp({ config, db: t.db, redis })));
+    const nameSeenBy = async (app: typeof reader, tenant: Tenant) => (await ext(app, tenant.key, 'GET', `/pipelines/${tenant.pipelineId}`)).json().name;
+    const rename = (tenant: Tenant, name: string) => admin(writer, 'PATCH', `/companies/${tenant.companyId}/pipelines/${tenant.pipelineId}`, { name }, 200);
+    try {
+      const tenant = await createTenant(writer);
+      await waitFor(async () => (await nameSeenBy(reader, tenant)) === 'Sales'); // cached by `reader` once it listens
+
+      await redisServer.stop();
+      await sleep(100);
+      await rename(tenant, 'Renamed during the outage'); // its announcement cannot be sent
+      expect(await nameSeenBy(reader, tenant)).toBe('Renamed during the outage');
+
+      await redisServer.start();
+      await waitFor(() => connections.every((redis) => redis.status === 'ready'), 10_000);
+      // The reader caches again once its subscriber is back: a write behind the repository's back goes unseen.
+      let probe = 0;
+      await waitFor(async () => {
+        const before = await nameSeenBy(reader, tenant);
+        await t.db.collection('pipelines').updateOne({ _id: tenant.pipelineId as never }, { $set: { name: `Unannounced ${++probe}` } });
+        return (await nameSeenBy(reader, tenant)) === before;
+      }, 10_000);
+      await rename(tenant, 'Renamed after the outage');
+      const renamedAt = Date.now();
+      await waitFor(async () => (await nameSeenBy(reader, tenant)) === 'Renamed after the outage', 5_000, 10);
+      expect(Date.now() - renamedAt).toBeLessThan(1_000);
+    } finally {
+      await Promise.all([writer.close(), reader.close()]);
+      connections.forEach((redis) => redis.disconnect());
+      await redisServer.stop();
+    }
+  });
 });
+
