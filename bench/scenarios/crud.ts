@@ -84,7 +84,7 @@ export async function runCrudScenarios(context: BenchContext): Promise<Row[]> {
     'create task (event recorded)',
     create,
     CRUD_TARGET,
-    'Baseline: one insertOne of the same task document with its event. Ours also makes the rate-limit Redis call and, after answering, publishes the event to Redis (one addBulk per queue, 2 queues) and clears it from the outbox (one more MongoDB write per task); both are shared by the requests answered meanwhile.',
+    'Baseline: one insertOne of the same task document with its event. Ours also makes the rate-limit Redis call and, after answering, publishes the event to both queues (one Redis round trip) and clears it from the outbox (one more MongoDB write per task); both are shared by the requests answered meanwhile.',
   ));
 
   const patch = await compare(

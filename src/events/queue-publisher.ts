@@ -1,8 +1,8 @@
-import type { Queue } from 'bullmq';
+import type { FlowProducer } from 'bullmq';
 import type { Db } from 'mongodb';
 import { Coalescer } from '../shared/coalesce.js';
 import type { Logger } from '../shared/logger.js';
-import { createQueue, EVENT_QUEUES, publishEvents, type QueueSettings } from '../shared/queues.js';
+import { createEventProducer, publishEvents, type QueueSettings } from '../shared/queues.js';
 import type { EventEnvelope } from './envelope.js';
 import { clearPublished } from './outbox.js';
 import type { EventPublisher, OutboxCollection } from './publisher.js';
@@ -25,8 +25,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 type Recorded = { collection: OutboxCollection; documentId: string; events: EventEnvelope[] };
 
 export class QueueEventPublisher implements EventPublisher {
-  private readonly queues: Array<Queue<EventEnvelope, unknown, string>>;
-  /** Writes arriving together share one addBulk per queue and one clearing write per collection. */
+  private readonly producer: FlowProducer;
+  /** Writes arriving together share one publish and one clearing write per collection. */
   private readonly recorded = new Coalescer<Recorded>((batch) => this.publishBatch(batch));
 
   constructor(
@@ -34,8 +34,8 @@ export class QueueEventPublisher implements EventPublisher {
     private readonly settings: QueueSettings,
     private readonly logger: Logger,
   ) {
-    this.queues = EVENT_QUEUES.map((name) => createQueue(name, settings));
-    for (const queue of this.queues) queue.on('error', () => {}); // outages are expected; the relay retries
+    this.producer = createEventProducer(settings);
+    this.producer.on('error', () => {}); // outages are expected; the relay retries
   }
 
   private isConnected(): boolean {
@@ -44,14 +44,14 @@ export class QueueEventPublisher implements EventPublisher {
   }
 
   /**
-   * Publishes the events of many documents (one addBulk per queue) and then clears them from their
+   * Publishes the events of many documents (one round trip for every queue) and then clears them from their
    * documents; throws when Redis did not accept them, in which case they stay in the outbox.
    */
   async publishAndClear(collection: OutboxCollection, documents: Array<{ documentId: string; events: EventEnvelope[] }>): Promise<void> {
     // BullMQ would wait for a lost connection to come back; fail now instead, the outbox keeps the events.
     if (!this.isConnected()) throw new Error('redis is not connected');
     const events = documents.flatMap((document) => document.events);
-    if (events.length > 0) await publishEvents(this.queues, events);
+    if (events.length > 0) await publishEvents(this.producer, events);
     await clearPublished(
       this.db.collection(collection),
       documents.map(({ documentId, events: published }) => ({ documentId, eventIds: published.map((event) => event.event_id) })),
@@ -78,6 +78,6 @@ export class QueueEventPublisher implements EventPublisher {
 
   async close(): Promise<void> {
     await this.recorded.close(); // each batch is bounded by FAST_PATH_TIMEOUT_MS
-    await Promise.all(this.queues.map((queue) => queue.close()));
+    await this.producer.close();
   }
 }

@@ -1,4 +1,4 @@
-import { Queue, Worker, type ConnectionOptions, type Job, type JobsOptions, type WorkerOptions } from 'bullmq';
+import { FlowProducer, Queue, Worker, type ConnectionOptions, type Job, type JobsOptions, type WorkerOptions } from 'bullmq';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { Logger } from './logger.js';
 
@@ -83,9 +83,20 @@ export function startWorker<N extends QueueName>(
   return worker;
 }
 
+/**
+ * Adds events to every event queue, all in one atomic round trip (BullMQ's pattern for bulk adds
+ * across queues: a FlowProducer of jobs without children).
+ */
+export function createEventProducer(settings: QueueSettings): FlowProducer {
+  return new FlowProducer({ connection: settings.connection, prefix: settings.prefix });
+}
+
 /** Adds each event to every event queue with jobId = event_id, so a re-publish is a no-op. */
-export async function publishEvents(queues: Array<Queue<EventEnvelope, unknown, string>>, events: EventEnvelope[]): Promise<void> {
-  await Promise.all(
-    queues.map((queue) => queue.addBulk(events.map((event) => ({ name: event.type, data: event, opts: { jobId: event.event_id } })))),
+export async function publishEvents(producer: FlowProducer, events: EventEnvelope[]): Promise<void> {
+  await producer.addBulk(
+    events.flatMap((event) =>
+      // A FlowProducer does not apply a queue's defaults; each job carries them.
+      EVENT_QUEUES.map((queueName) => ({ name: event.type, queueName, data: event, opts: { ...DEFAULT_JOB_OPTIONS, jobId: event.event_id } })),
+    ),
   );
 }

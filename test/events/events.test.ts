@@ -1,7 +1,9 @@
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/events/envelope.js';
 import { clearPublished } from '../../src/events/outbox.js';
+import { createEventProducer, publishEvents } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
@@ -114,6 +116,22 @@ describe('the relay', () => {
     expect(exact).toEqual({ _id: 'clear-exact' });
     const newer = await tasks.findOne({ _id: 'clear-newer' as never });
     expect(newer).toEqual({ _id: 'clear-newer', pending_events: [event('e4')], outbox_pending: true });
+  });
+
+  it('publishing the same events again adds nothing: one job per event and queue, with the event id as job id', async () => {
+    const producer = createEventProducer({ connection: t.redis, prefix: t.config.QUEUE_PREFIX });
+    try {
+      const events = [buildEvent('task.created', tenant.companyId, { task_id: 'tsk_republished' }), buildEvent('task.completed', tenant.companyId, { task_id: 'tsk_republished' })];
+      await publishEvents(producer, events);
+      await publishEvents(producer, events);
+      for (const queue of [automationsQueue, fanoutQueue]) {
+        const queued = (await queue.getJobs(['waiting'])).filter((job) => job.data.data.task_id === 'tsk_republished');
+        expect(queued.map((job) => job.id).sort()).toEqual(events.map((event) => event.event_id).sort());
+        expect(queued.every((job) => job.opts.attempts === 5 && job.opts.removeOnComplete !== undefined)).toBe(true);
+      }
+    } finally {
+      await producer.close();
+    }
   });
 });
 
