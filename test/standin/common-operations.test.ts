@@ -1,6 +1,6 @@
 import { Query, updateOne } from 'mingo';
 import { Long } from 'bson';
-import { compileFilter, MINGO_OPTIONS } from '../../src/dev/mongo-standin/query.js';
+import { compileFilter, MINGO_OPTIONS, projectDocs } from '../../src/dev/mongo-standin/query.js';
 import { describe, expect, it } from 'vitest';
 import { applyUpdate, parseUpdate } from '../../src/dev/mongo-standin/updates.js';
 import { clone, type Doc } from '../../src/dev/mongo-standin/values.js';
@@ -53,6 +53,27 @@ describe('scalar equality filters matched by the stand-in itself', () => {
       const matcher = compileFilter(filter);
       const reference = new Query(filter, MINGO_OPTIONS);
       expect(stored.map((doc) => matcher(doc))).toEqual(stored.map((doc) => reference.test(doc)));
+    });
+  }
+});
+
+describe('top-level projections applied by the stand-in itself', () => {
+  const stored: Doc[] = [
+    { _id: 'a', name: 'x', pending_events: [{ e: 1 }], nested: { deep: 1 }, n: 2 },
+    { name: 'no id', n: 3 },
+    { _id: 'c' },
+  ];
+  const projections: Doc[] = [
+    { pending_events: 0 }, { pending_events: 0, nested: false }, { name: 1 }, { name: true, n: 1, _id: 0 }, { _id: 1 }, { _id: 0 },
+    { missing: 1 }, { missing: 0 },
+  ];
+  for (const projection of projections) {
+    it(JSON.stringify(projection), () => {
+      const reference = new Query({}, MINGO_OPTIONS).find<Doc>(stored, projection).all();
+      const projected = projectDocs(stored, projection);
+      expect(projected).toEqual(reference);
+      // Stored field order, as MongoDB keeps it.
+      expect(projected.map((doc) => Object.keys(doc))).toEqual(stored.map((doc) => Object.keys(doc).filter((key) => key in projected[stored.indexOf(doc)])));
     });
   }
 });

@@ -177,10 +177,46 @@ export function projectDocs(docs: Doc[], projection: unknown, filter?: Doc): Doc
     if (isPlainObject(v) && '$meta' in v) notImplemented('$meta projections');
   }
   rejectUnsupportedOperators(projection);
+  const topLevel = topLevelProjection(projection);
+  if (topLevel) return docs.map(topLevel);
   // The positional projection (`a.$`) needs the query that selected the document.
   const positional = Object.keys(projection).some((k) => k.endsWith('.$'));
   const out = new Query(positional && filter ? filter : {}, MINGO_OPTIONS).find<Doc>(docs, projection).all();
   return out.length === docs.length ? out.map((d, i) => inSourceOrder(d, docs[i])) : out;
+}
+
+/**
+ * Projections that only include or only exclude top-level fields (`{pending_events: 0}`, `{_id: 1}`,
+ * ...), applied without mingo, which builds a whole operator context per call. Anything else
+ * returns undefined and goes to mingo.
+ */
+function topLevelProjection(projection: Doc): ((doc: Doc) => Doc) | undefined {
+  let including = false;
+  let excluding = false;
+  let showId = true;
+  const fields = new Set<string>();
+  for (const [field, value] of Object.entries(projection)) {
+    if (value !== 0 && value !== 1 && value !== true && value !== false) return undefined;
+    const shown = value === 1 || value === true;
+    if (field === '_id') {
+      showId = shown;
+      continue;
+    }
+    if (!TOP_LEVEL_FIELD.test(field)) return undefined;
+    if (shown) including = true;
+    else excluding = true;
+    fields.add(field);
+  }
+  // Mixed inclusion and exclusion (an explicit `_id: 1` among exclusions too) is mingo's to judge.
+  if (including && excluding) return undefined;
+  if (excluding && projection._id !== undefined && showId) return undefined;
+  // Only `{_id: 1}` includes; only `{_id: 0}` excludes. Output keeps the stored field order.
+  const keep = including || (!excluding && showId) ? (field: string) => fields.has(field) : (field: string) => !fields.has(field);
+  return (doc) => {
+    const out: Doc = {};
+    for (const field of Object.keys(doc)) if (field === '_id' ? showId : keep(field)) out[field] = doc[field];
+    return out;
+  };
 }
 
 /** MongoDB keeps the stored field order (so `_id` first); mingo emits projection order. */
