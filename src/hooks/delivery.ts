@@ -91,9 +91,11 @@ export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext,
   const now = deps.now ?? (() => new Date());
   const { event } = job;
   const target = await resolveTarget(job, context, deps);
-  const log = deps.logger.child({ event_id: event.event_id, attempt: context.attempt, ...(typeof target === 'string' ? {} : target.owner) });
+  // Fields of this attempt's log lines (built per line rather than as a child logger per delivery).
+  const about = { event_id: event.event_id, attempt: context.attempt, ...(typeof target === 'string' ? {} : target.owner) };
+  const log = deps.logger;
   if (typeof target === 'string') {
-    log.info({ outcome: 'skipped', reason: target }, 'webhook not sent');
+    log.info({ ...about, outcome: 'skipped', reason: target }, 'webhook not sent');
     return { outcome: 'skipped', reason: target };
   }
 
@@ -114,7 +116,7 @@ export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext,
     // The receiver unsubscribed: the hook and its history go; nothing more is sent to it.
     await deps.hooks.delete(event.company_id, hookId);
     await deps.deliveries.deleteForHook(event.company_id, hookId);
-    log.info({ outcome: 'hook_deleted', status_code: 410, duration_ms: result.durationMs }, 'receiver answered 410 Gone; hook deleted');
+    log.info({ ...about, outcome: 'hook_deleted', status_code: 410, duration_ms: result.durationMs }, 'receiver answered 410 Gone; hook deleted');
     return { outcome: 'gave_up', reason: 'gone' };
   } else if (statusCode === 410) {
     decision = { outcome: 'gave_up', reason: 'gone' }; // an automation's receiver: stop this delivery
@@ -137,9 +139,12 @@ export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext,
       attempted_at: attemptedAt,
     },
   });
-  log[succeeded ? 'info' : 'warn'](
-    { ...decision, status_code: statusCode, error, duration_ms: result.durationMs, origin: new URL(target.url).origin },
-    succeeded ? 'webhook delivered' : 'webhook attempt failed',
-  );
+  const level = succeeded ? 'info' : 'warn';
+  if (log.isLevelEnabled(level)) {
+    log[level](
+      { ...about, ...decision, status_code: statusCode, error, duration_ms: result.durationMs, origin: new URL(target.url).origin },
+      succeeded ? 'webhook delivered' : 'webhook attempt failed',
+    );
+  }
   return decision;
 }
