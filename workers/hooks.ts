@@ -50,6 +50,9 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
         return claimedBy === null || claimedBy === job.id;
       },
       deliver: async (hook, data, jobId) => {
+        // A hook that is failing (often: a receiver that times out) gets its own job, so it cannot
+        // hold up the fan-out, and so every other hook's delivery, for HOOK_TIMEOUT_MS.
+        if (hook.failing_since) return void (await deliveries.add('delivery', data, { jobId }));
         const result = await deliverWebhook(data, { jobId, attempt: 1, hook }, deliveryDeps);
         // The retries are a delivery job of their own; the job id makes a re-run fan-out add it once.
         if (result.outcome === 'retry') await deliveries.add('delivery', { ...data, attempts_before: 1 }, { jobId, delay: result.delayMs });
