@@ -12,9 +12,8 @@ import { createWorkerRedis } from '../src/shared/redis.js';
 import type { RoleStarter } from './start.js';
 
 /**
- * How long an event's fan-out claim is kept. Re-publishes under the same job id are already no-ops in
- * BullMQ (jobId = event_id); this guards against the rare one under another id, which comes soon after
- * the first. An hour bounds the keys Redis holds (one small key per event).
+ * How long the claim of an event added under a job id of its own is kept (see `claim` below; the
+ * publisher's jobs never need one). An hour bounds the keys Redis holds.
  */
 const CLAIM_SECONDS = 3600;
 
@@ -29,6 +28,7 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
   const changes = createChangeFeeds(connection, config.QUEUE_PREFIX, logger);
   const repos = createRepositories(db, { changes });
   const deliveries = createQueue('deliveries', settings);
+  const fanoutQueue = createQueue('hook-fanout', settings); // to look up the publisher's job of an event
   const sender = new WebhookSender(new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver), config.HOOK_TIMEOUT_MS);
   const attempts = new Coalescer<AttemptRecord>((records) => repos.deliveries.recordAttempts(records)); // one bulk write for attempts made together
   const deliveryDeps: DeliveryDeps = {
@@ -45,7 +45,11 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     const hooks = await fanOutEvent(job.data, {
       hooks: repos.hooks,
       claim: async (eventId) => {
-        // SET NX GET: claims the event for this job id, or tells which job claimed it first.
+        // The publisher's own job (id = event_id) is the only one BullMQ admits for an event: no check.
+        if (job.id === eventId) return true;
+        // Any other id is the same event added again by other means: it goes out only if the
+        // publisher's job does not exist and no other copy claimed it first (SET NX GET).
+        if (await fanoutQueue.getJob(eventId)) return false;
         const claimedBy = await connection.set(`${config.QUEUE_PREFIX}:fanout-claim:${eventId}`, job.id!, 'EX', CLAIM_SECONDS, 'NX', 'GET');
         return claimedBy === null || claimedBy === job.id;
       },
@@ -81,7 +85,7 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     async close() {
       await Promise.all([fanOut.close(), delivering.close()]);
       await attempts.close();
-      await deliveries.close();
+      await Promise.all([deliveries.close(), fanoutQueue.close()]);
       await sender.close();
       connection.disconnect();
       changes.close();

@@ -14,8 +14,9 @@ export interface FanOutDeps {
   /** The repository, or the worker's cache of it. */
   hooks: Pick<HooksRepository, 'enabledFor'>;
   /**
-   * True when this fan-out job may deliver the event: the first job to see it, or that same job run
-   * again after a crash. The same event published again under another job id is refused.
+   * True when this fan-out job may deliver the event: the publisher's job (id = event_id, unique in
+   * the queue; also when it runs again after a crash), or the first copy under any other job id
+   * while the publisher's job does not exist. Other copies are refused.
    */
   claim(eventId: string): Promise<boolean>;
   /** Makes the first attempt of one delivery (the hook as just read is passed along). */

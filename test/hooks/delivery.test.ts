@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { buildEvent } from '../../src/events/envelope.js';
 import { createQueue } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
@@ -108,6 +109,19 @@ describe('REST hook delivery', () => {
     await fanout.close();
     await sleep(300);
     expect(inbox.requests).toHaveLength(1);
+  });
+
+  it('an event added twice under job ids of its own (not the publisher\'s) is delivered once', async () => {
+    const tenant = await createTenant(t.app);
+    const inbox = await receiver();
+    await subscribe(tenant, inbox.url());
+    const event = buildEvent('task.created', tenant.companyId, { task_id: 'tsk_copied' });
+    const fanout = createQueue('hook-fanout', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
+    await fanout.addBulk(['copy-1', 'copy-2'].map((id) => ({ name: event.type, data: event, opts: { jobId: `${id}-${event.event_id}` } })));
+    await waitFor(async () => (await fanout.getJobState(`copy-2-${event.event_id}`)) === 'completed' && (await fanout.getJobState(`copy-1-${event.event_id}`)) === 'completed');
+    await fanout.close();
+    await sleep(300);
+    expect(inbox.requests.map((request) => request.id)).toEqual([event.event_id]);
   });
 
   it('subscribing again to the same target and event returns the same hook', async () => {
