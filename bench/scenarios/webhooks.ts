@@ -179,7 +179,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
       pass: ours.complete && bare.complete && ours.perSecond >= MIN_DELIVERIES_PER_SECOND && ratio >= 0.7,
       note:
         `Events added straight to the hook-fanout queue (as the API's publisher adds them), ${int(ADD_CHUNK)} per addBulk; rate = events / (first add → last arrival). ` +
-        `Ours: one fan-out job per event (claim of the event in Redis, hooks from the process cache, Standard Webhooks signature, POST, delivery record in MongoDB, one bulk write for the attempts made together). ` +
+        `Ours: one fan-out job per event (hooks from the process cache, Standard Webhooks signature, POST, delivery record with the envelope in MongoDB, one bulk write for the attempts made together). ` +
         `Bare: one BullMQ job per event, POST only. Latencies here include the time queued behind the backlog. Duplicate deliveries seen: ${duplicates}. ` +
         `${ours.cpuMsPerDelivery !== undefined && bare.cpuMsPerDelivery !== undefined ? `CPU per delivery: our worker ${ours.cpuMsPerDelivery.toFixed(2)} ms, the bare worker ${bare.cpuMsPerDelivery.toFixed(2)} ms. ` : ''}` +
         `CPU (% of one core) during ours: ${ours.cpu}; during the bare worker: ${bare.cpu}.`,
