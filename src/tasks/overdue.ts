@@ -8,6 +8,8 @@ import { toTaskResponse } from './schemas.js';
 
 /** Tasks read (and held in memory) at a time; memory does not grow with the number of overdue tasks. */
 export const OVERDUE_BATCH_SIZE = 500;
+/** Due times remembered per task as already fired for (a task's due time rarely moves more often). */
+const FIRED_DUES_KEPT = 20;
 /** Declared with the other task indexes in TasksRepository.ensureIndexes. */
 export const OVERDUE_SCAN_INDEX = 'overdue_scan';
 
@@ -57,7 +59,11 @@ async function fireOverdue(collection: Collection<TaskDoc>, task: TaskDoc, now: 
   const outbox = outboxOnUpdate([event]);
   const result = await collection.updateOne(
     { _id: task._id, company_id: task.company_id, revision: task.revision, is_completed: false, overdue_fired_for: null, due_at: task.due_at },
-    { $set: { overdue_fired_for: task.due_at, ...outbox.$set }, $inc: { revision: 1 }, $push: outbox.$push as never },
+    {
+      $set: { overdue_fired_for: task.due_at, ...outbox.$set },
+      $inc: { revision: 1 },
+      $push: { ...outbox.$push, overdue_fired_dues: { $each: [task.due_at], $slice: -FIRED_DUES_KEPT } } as never,
+    },
   );
   return result.modifiedCount === 1 ? event : null;
 }

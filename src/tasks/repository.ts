@@ -26,6 +26,8 @@ export interface TaskDoc extends OutboxFields {
   revision: number;
   /** The due_at for which task.overdue already fired (null: not yet). Owned by the overdue scanner. */
   overdue_fired_for: Date | null;
+  /** Every due time task.overdue fired for (the latest few): moving due_at back to one does not re-arm. */
+  overdue_fired_dues?: Date[];
 }
 
 /** The fields a PATCH may write (completed_at follows is_completed; overdue_fired_for is reset by a due_at change). */

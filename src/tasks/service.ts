@@ -49,8 +49,13 @@ function changesFrom(current: TaskDoc, body: UpdateTaskBody, now: Date): TaskCha
     changes.is_completed = isCompleted;
     changes.completed_at = isCompleted ? now : null;
   }
-  // A new due time re-arms task.overdue (DECISIONS.md section 9); reopening alone does not.
-  if (changes.due_at && changes.due_at.getTime() !== current.due_at.getTime()) changes.overdue_fired_for = null;
+  // task.overdue fires once per due time (DECISIONS.md section 9): a due time it has not fired for
+  // re-arms it, one it already fired for (D → E → D) does not; reopening alone does not either.
+  const due = changes.due_at;
+  if (due && due.getTime() !== current.due_at.getTime()) {
+    const firedFor = [...(current.overdue_fired_dues ?? []), ...(current.overdue_fired_for ? [current.overdue_fired_for] : [])];
+    changes.overdue_fired_for = firedFor.some((fired) => fired.getTime() === due.getTime()) ? due : null;
+  }
   return changes;
 }
 

@@ -87,6 +87,26 @@ describe('the overdue scan', () => {
     expect(events[1].data).toMatchObject({ due_at: later, title: 'Renamed' });
   });
 
+  it('fires once per due time: moving due_at back to a time it already fired for does not fire again', async () => {
+    const first = at(-60_000);
+    const task = await createTask(t.app, tenant, { due_at: first.toISOString() });
+    await scan(new Date());
+    const second = at(HOUR);
+    await patch(task.task_id, { due_at: second.toISOString() });
+    await scan(at(2 * HOUR));
+    expect(overdueEvents(task.task_id).map((event) => event.data.due_at)).toEqual([first.toISOString(), second.toISOString()]);
+
+    expect((await patch(task.task_id, { due_at: first.toISOString() })).statusCode).toBe(200); // back to a fired due time
+    expect(await stored(task.task_id)).toMatchObject({ overdue_fired_for: first });
+    await scan(at(3 * HOUR));
+    expect(overdueEvents(task.task_id)).toHaveLength(2);
+
+    const third = at(4 * HOUR);
+    await patch(task.task_id, { due_at: third.toISOString() }); // a new due time re-arms
+    await scan(at(5 * HOUR));
+    expect(overdueEvents(task.task_id).map((event) => event.data.due_at)).toEqual([first, second, third].map((due) => due.toISOString()));
+  });
+
   it('overlapping scans fire each task exactly once', async () => {
     const other = await createTenant(t.app);
     const ids = await insertOpenTasks(t.db, other.companyId, other.userId, Array.from({ length: 300 }, (_, i) => at(-i * 1_000)));

@@ -18,7 +18,7 @@ export interface CheckContext {
 const PROBLEM_MEMBERS = ['type', 'title', 'status', 'code', 'request_id'] as const;
 const STACK_TRACE = /at .*\.(ts|js):\d+/;
 const DRIVER_MESSAGE = /Mongo|E11000|BSON/;
-const ALWAYS_INTERNAL = new Set(['_id', 'key_hash', 'pending_events', 'dup_tokens', 'outbox_pending', 'revision', 'overdue_fired_for']);
+const ALWAYS_INTERNAL = new Set(['_id', 'key_hash', 'pending_events', 'dup_tokens', 'outbox_pending', 'revision', 'overdue_fired_for', 'overdue_fired_dues']);
 
 /** Every object key anywhere in a parsed JSON value. */
 function collectKeys(value: unknown, into: Set<string>): Set<string> {
