@@ -28,7 +28,7 @@ import { createDomainServices } from './services.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
-import { createChangeFeeds } from './shared/announced-cache.js';
+import { createChangeFeeds, type ChangeFeeds } from './shared/announced-cache.js';
 
 export interface AppDeps {
   config: Config;
@@ -42,14 +42,16 @@ export interface AppDeps {
   resolver?: Resolver;
 }
 
-function createServices(deps: AppDeps, repos: Repositories, logger: Logger) {
+function createServices(deps: AppDeps, repos: Repositories, changes: ChangeFeeds, logger: Logger) {
   const prefix = `${deps.config.QUEUE_PREFIX}:`;
   const publisher = deps.publisher ?? relayOnlyPublisher;
   return {
     publisher,
+    /** This process's change feeds (tests wait on `live`). */
+    changes,
     ...createDomainServices(deps.db, repos, publisher),
     targetGuard: new TargetGuard(deps.config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver),
-    authenticator: new ApiKeyAuthenticator(repos.apiKeys, repos.companies),
+    authenticator: new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access),
     lastUsed: new LastUsedTracker(repos.apiKeys, logger),
     rateLimiter: new SlidingWindowLimiter(
       deps.redis,
@@ -125,7 +127,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   // Stage 2: shared decorators.
   const changes = createChangeFeeds(deps.redis, deps.config.QUEUE_PREFIX, logger);
   const repos = createRepositories(deps.db, { changes });
-  const services = createServices(deps, repos, logger);
+  const services = createServices(deps, repos, changes, logger);
   app.decorate('repos', repos);
   app.decorate('services', services);
   const queues = QUEUE_NAMES.map((name) => createQueue(name, { connection: deps.redis, prefix: deps.config.QUEUE_PREFIX }));

@@ -66,7 +66,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request, reply) => {
     const revoked = await app.repos.apiKeys.revoke(request.params.company_id, request.params.key_id);
     if (!revoked) throw new NotFoundError('API key');
-    app.services.authenticator.forgetKey(request.params.key_id);
+    await app.services.authenticator.keyChanged(request.params.key_id);
     return reply.code(204).send(null);
   });
 };

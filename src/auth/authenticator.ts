@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
+import type { ChangeAnnouncer } from '../shared/announced-cache.js';
 import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 import { hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
@@ -34,10 +35,33 @@ export class UnknownApiKeyError extends UnauthorizedError {
 export class ApiKeyAuthenticator {
   private readonly cache = new LRUCache<string, CachedKey>({ max: 10_000, ttl: AUTH_CACHE_TTL_MS });
 
+  /**
+   * With a change feed, a revoked key or a changed company is forgotten by every process as soon as
+   * the announcement arrives; the TTL stays as the bound should one be lost.
+   */
   constructor(
     private readonly keys: ApiKeysRepository,
     private readonly companies: CompaniesRepository,
-  ) {}
+    private readonly changes?: ChangeAnnouncer,
+  ) {
+    changes?.onChange((change) => {
+      const [kind, id] = change?.split(':') ?? [];
+      if (kind === 'key' && id) this.forgetKey(id);
+      if (kind === 'company' && id) this.forgetCompany(id);
+    });
+  }
+
+  /** After an admin change to a key: this process forgets it at once, the others when told. */
+  async keyChanged(keyId: string): Promise<void> {
+    if (this.changes) await this.changes.announce(`key:${keyId}`);
+    else this.forgetKey(keyId);
+  }
+
+  /** After an admin change to a company (its subscription status decides 402). */
+  async companyChanged(companyId: string): Promise<void> {
+    if (this.changes) await this.changes.announce(`company:${companyId}`);
+    else this.forgetCompany(companyId);
+  }
 
   /** 401 for a missing, malformed, unknown, revoked or expired key; 402 for an inactive company. */
   async authenticate(presented: unknown, now = new Date()): Promise<AuthContext> {
@@ -55,12 +79,11 @@ export class ApiKeyAuthenticator {
     return { companyId: key.company_id, keyId: key._id, userId: key.created_by, scopes: new Set(key.scopes) };
   }
 
-  /** Admin changes made through this process take effect at once here; other processes follow within the TTL. */
-  forgetKey(keyId: string): void {
+  private forgetKey(keyId: string): void {
     for (const [hash, entry] of this.cache.entries()) if (entry.key._id === keyId) this.cache.delete(hash);
   }
 
-  forgetCompany(companyId: string): void {
+  private forgetCompany(companyId: string): void {
     for (const [hash, entry] of this.cache.entries()) if (entry.key.company_id === companyId) this.cache.delete(hash);
   }
 

@@ -28,7 +28,7 @@ export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request) => {
     const company = await app.repos.companies.update(request.params.company_id, request.body);
     if (!company) throw new NotFoundError('Company');
-    app.services.authenticator.forgetCompany(company._id);
+    await app.services.authenticator.companyChanged(company._id);
     return toCompanyResponse(company);
   });
 };

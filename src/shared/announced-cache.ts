@@ -100,6 +100,8 @@ export function createChangeFeeds(redis: Redis, queuePrefix: string, logger: Log
   const feeds = {
     hooks: new ChangeAnnouncer(redis, `${queuePrefix}:changes:hooks`, logger),
     pipelines: new ChangeAnnouncer(redis, `${queuePrefix}:changes:pipelines`, logger),
+    /** API keys revoked and companies changed: the web processes' authentication caches. */
+    access: new ChangeAnnouncer(redis, `${queuePrefix}:changes:access`, logger),
   };
   for (const feed of Object.values(feeds)) void feed.listen(subscriber);
   return { ...feeds, close: () => subscriber.disconnect() };

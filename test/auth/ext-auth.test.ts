@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { waitFor } from '../helpers/wait.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
 import { admin, createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
@@ -111,6 +112,29 @@ describe('API keys', () => {
       }
       expect(status).toBe(401);
       expect(Date.now() - revokedAt).toBeLessThan(5_000);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('another web process refuses a revoked key, and a company made inactive, within a second (change feed)', async () => {
+    const other = await buildApp({ config: t.config, db: t.db, redis: t.redis });
+    try {
+      const own = await createTenant(t.app);
+      const key = await createKey(t.app, own.companyId, own.userId);
+      await waitFor(() => other.services.changes.access.live); // it subscribes as it starts
+      // Both keys cached as valid in `other`.
+      expect((await ext(other, key.key, 'GET', '/pipelines')).statusCode).toBe(200);
+      expect((await ext(other, own.key, 'GET', '/pipelines')).statusCode).toBe(200);
+      await admin(t.app, 'DELETE', `/companies/${own.companyId}/api-keys/${key.key_id}`, undefined, 204);
+      const revokedAt = Date.now();
+      await waitFor(async () => (await ext(other, key.key, 'GET', '/pipelines')).statusCode === 401, 5_000, 10);
+      expect(Date.now() - revokedAt).toBeLessThan(1_000);
+
+      await admin(t.app, 'PATCH', `/companies/${own.companyId}`, { subscription_status: 'inactive' }, 200);
+      const changedAt = Date.now();
+      await waitFor(async () => (await ext(other, own.key, 'GET', '/pipelines')).statusCode === 402, 5_000, 10);
+      expect(Date.now() - changedAt).toBeLessThan(1_000);
     } finally {
       await other.close();
     }

@@ -39,7 +39,8 @@ describe('pipeline changes reach every web process', () => {
       await other.ready();
       const tenant = await createTenant(t.app);
       // Wait until `other` listens for changes, then make it cache the pipeline (an unknown field is refused).
-      await waitFor(async () => (await ext(other, tenant.key, 'GET', `/pipelines/${tenant.pipelineId}`)).statusCode === 200);
+      await waitFor(() => other.services.changes.pipelines.live);
+      expect((await ext(other, tenant.key, 'GET', `/pipelines/${tenant.pipelineId}`)).statusCode).toBe(200);
       expectProblem(await ext(other, tenant.key, 'POST', '/items', itemWith(tenant, { segment: 'smb' })), 400, 'validation_failed');
       // Proof that `other` serves from its cache: a write behind the repository's back goes unseen.
       await t.db.collection('pipelines').updateOne({ _id: tenant.pipelineId as never }, { $set: { name: 'Renamed unannounced' } });
