@@ -45,9 +45,9 @@ function replay(reply: FastifyReply, record: IdempotencyRecord): FastifyReply {
  */
 export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepository): void {
   // Hash the body as the client sent it, before validation fills in defaults.
-  app.addHook('preValidation', async (request: FastifyRequest) => {
+  const hashRequest = async (request: FastifyRequest) => {
     const key = request.headers[HEADER];
-    if (request.method !== 'POST' || key === undefined) return;
+    if (key === undefined) return;
     if (typeof key !== 'string' || !VALID_KEY.test(key)) {
       throw ValidationError.single('Idempotency-Key', 'must be 1-255 printable ASCII characters');
     }
@@ -55,10 +55,10 @@ export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepos
       .update(`${request.method} ${request.routeOptions.url} ${canonicalJson(request.params)} ${canonicalJson(request.body)}`)
       .digest('hex');
     request.idempotency = { requestHash, key };
-  });
+  };
 
   // Claim after validation: a request rejected as invalid never ran, so nothing is stored for it.
-  app.addHook('preHandler', async (request, reply) => {
+  const claim = async (request: FastifyRequest, reply: FastifyReply) => {
     const pending = request.idempotency;
     if (!pending) return;
     const keyId = authOf(request).keyId;
@@ -78,9 +78,9 @@ export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepos
       }
       throw new IdempotencyInProgressError();
     }
-  });
+  };
 
-  app.addHook('onSend', async (request, reply, payload) => {
+  const keepResponse = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     const recordId = request.idempotency?.recordId;
     if (!recordId) return payload;
     request.idempotency!.recordId = undefined;
@@ -94,5 +94,13 @@ export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepos
       });
     }
     return payload;
+  };
+
+  // On POST routes only: other requests do not pass through three hooks with nothing to do.
+  app.addHook('onRoute', (route) => {
+    if (![route.method].flat().includes('POST')) return;
+    route.preValidation = [...[route.preValidation ?? []].flat(), hashRequest];
+    route.preHandler = [...[route.preHandler ?? []].flat(), claim];
+    route.onSend = [...[route.onSend ?? []].flat(), keepResponse];
   });
 }
