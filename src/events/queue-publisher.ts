@@ -44,7 +44,7 @@ export class QueueEventPublisher implements EventPublisher {
   }
 
   /**
-   * Publishes the events of many documents (one round trip for every queue) and then clears them from their
+   * Publishes the events of many documents (one round trip for all queues) and then clears them from their
    * documents; throws when Redis did not accept them, in which case they stay in the outbox.
    */
   async publishAndClear(collection: OutboxCollection, documents: Array<{ documentId: string; events: EventEnvelope[] }>): Promise<void> {
