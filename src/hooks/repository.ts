@@ -27,14 +27,14 @@ export interface HookDoc {
  */
 export class HooksRepository {
   private readonly hooks: Collection<HookDoc>;
-  private readonly enabledByCompany?: AnnouncedCache<HookDoc[]>;
+  private readonly enabledByCompany: AnnouncedCache<HookDoc[]>;
 
   constructor(
     db: Db,
     private readonly changes?: ChangeAnnouncer,
   ) {
     this.hooks = db.collection<HookDoc>('hooks');
-    if (changes) this.enabledByCompany = new AnnouncedCache(changes);
+    this.enabledByCompany = new AnnouncedCache(changes);
   }
 
   private async announce(companyId: string): Promise<void> {
@@ -87,7 +87,6 @@ export class HooksRepository {
 
   /** The hooks an event fans out to: enabled, subscribed to its type or to `*`. */
   async enabledFor(companyId: string, type: EventType): Promise<HookDoc[]> {
-    if (!this.enabledByCompany) return this.hooks.find({ company_id: companyId, event: { $in: [type, '*'] }, disabled_at: null }).toArray();
     const enabled = await this.enabledByCompany.get(companyId, () => this.hooks.find({ company_id: companyId, disabled_at: null }).toArray());
     return enabled.filter((hook) => hook.event === type || hook.event === '*');
   }

@@ -34,14 +34,14 @@ export interface PipelineDoc {
  */
 export class PipelinesRepository {
   private readonly collection: Collection<PipelineDoc>;
-  private readonly cache?: AnnouncedCache<PipelineDoc | null>;
+  private readonly cache: AnnouncedCache<PipelineDoc | null>;
 
   constructor(
     db: Db,
     private readonly changes?: ChangeAnnouncer,
   ) {
     this.collection = db.collection<PipelineDoc>('pipelines');
-    if (changes) this.cache = new AnnouncedCache(changes);
+    this.cache = new AnnouncedCache(changes);
   }
 
   static async ensureIndexes(db: Db): Promise<void> {
@@ -60,7 +60,6 @@ export class PipelinesRepository {
 
   /** As findById, from the cache when there is one; the result is shared, never modify it. */
   findCached(companyId: string, pipelineId: string): Promise<PipelineDoc | null> {
-    if (!this.cache) return this.findById(companyId, pipelineId);
     return this.cache.get(cacheKey(companyId, pipelineId), () => this.findById(companyId, pipelineId));
   }
 

@@ -76,12 +76,13 @@ export class ChangeAnnouncer {
 export class AnnouncedCache<T extends object | null> {
   private readonly entries = new LRUCache<string, { value: Promise<T> }>({ max: CACHE_MAX_ENTRIES, ttl: CACHE_TTL_MS });
 
-  constructor(private readonly announcer: ChangeAnnouncer) {
-    announcer.onChange((key) => (key === undefined ? this.entries.clear() : this.entries.delete(key)));
+  /** Without an announcer (a process with no change feed) nothing is cached: every get loads. */
+  constructor(private readonly announcer?: ChangeAnnouncer) {
+    announcer?.onChange((key) => (key === undefined ? this.entries.clear() : this.entries.delete(key)));
   }
 
   get(key: string, load: () => Promise<T>): Promise<T> {
-    if (!this.announcer.live) return load();
+    if (!this.announcer?.live) return load();
     const cached = this.entries.get(key);
     if (cached) return cached.value;
     const entry = { value: load() };
