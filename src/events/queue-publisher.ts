@@ -2,6 +2,7 @@ import type { FlowProducer } from 'bullmq';
 import type { Db } from 'mongodb';
 import { Coalescer } from '../shared/coalesce.js';
 import type { Logger } from '../shared/logger.js';
+import { withTimeout } from '../shared/time.js';
 import { createEventProducer, publishEvents, type QueueSettings } from '../shared/queues.js';
 import type { EventEnvelope } from './envelope.js';
 import { clearPublished } from './outbox.js';
@@ -13,14 +14,6 @@ import type { EventPublisher, OutboxCollection } from './publisher.js';
  * The connection fails fast while Redis is down; the events then simply wait in MongoDB.
  */
 const FAST_PATH_TIMEOUT_MS = 2_000;
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 type Recorded = { collection: OutboxCollection; documentId: string; events: EventEnvelope[] };
 

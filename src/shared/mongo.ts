@@ -6,6 +6,7 @@ import {
   MongoTopologyClosedError,
   type Db,
 } from 'mongodb';
+import { withTimeout } from './time.js';
 
 export interface MongoConnection {
   client: MongoClient;
@@ -38,18 +39,9 @@ export function isDuplicateKeyError(error: unknown): error is MongoServerError {
 }
 
 /** Resolves within `timeoutMs` with whether MongoDB answered a ping. */
-export async function pingMongo(db: Db, timeoutMs = 1_000): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
-  });
-  const ping = db
-    .command({ ping: 1 })
-    .then(() => true)
-    .catch(() => false);
-  try {
-    return await Promise.race([ping, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function pingMongo(db: Db, timeoutMs = 1_000): Promise<boolean> {
+  return withTimeout(db.command({ ping: 1 }), timeoutMs).then(
+    () => true,
+    () => false,
+  );
 }

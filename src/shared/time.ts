@@ -40,3 +40,12 @@ export function toIso(date: Date | null | undefined): string | null {
 }
 
 export const isoTimestampOutput = z.string().meta({ format: 'date-time', example: '2026-11-22T09:30:00.000Z' });
+
+/** `promise`, or a rejection once `ms` have passed without it settling (the timer never outlives it). */
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
