@@ -4,6 +4,7 @@ import { apiKeysAdminRoutes } from '../auth/api-keys.admin-routes.js';
 import { companiesAdminRoutes } from '../companies/admin-routes.js';
 import { pipelinesAdminRoutes } from '../pipelines/admin-routes.js';
 import { AppError, NotFoundError } from '../shared/errors.js';
+import { sendProblem } from '../http/problem.js';
 import { usersAdminRoutes } from '../users/admin-routes.js';
 import { automationsAdminRoutes } from '../automations/admin-routes.js';
 
@@ -25,6 +26,8 @@ export const adminApi: FastifyPluginAsyncZod = async (app) => {
       throw new AppError(401, 'unauthorized', 'Unauthorized', 'A valid admin bearer token is required');
     }
   });
+  // An unknown admin path passes the token check above too (401 before 404).
+  app.setNotFoundHandler((request, reply) => sendProblem(reply, new NotFoundError('Route')));
   await app.register(companiesAdminRoutes);
   await app.register(usersAdminRoutes);
   await app.register(pipelinesAdminRoutes);

@@ -12,8 +12,9 @@ import { sendProblem } from './problem.js';
 export const extApi: FastifyPluginAsyncZod = async (app) => {
   const authenticate = createExtAuthHook(app.services);
   app.addHook('onRequest', authenticate);
-  // An unknown path under /v1/ext/ is checked like any other request first (401 before 404).
-  app.setNotFoundHandler({ preHandler: authenticate }, (request, reply) => sendProblem(reply, new NotFoundError('Route')));
+  // An unknown path under /v1/ext/ passes the onRequest auth hook above like any other request
+  // (401 before 404, one rate-limit slot), then gets 404.
+  app.setNotFoundHandler((request, reply) => sendProblem(reply, new NotFoundError('Route')));
   registerIdempotency(app, app.repos.idempotency);
   await app.register(pipelinesRoutes);
   await app.register(itemsRoutes);

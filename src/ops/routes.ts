@@ -6,7 +6,6 @@ import { metricsRegistry } from '../shared/metrics.js';
 
 const dependencyState = z.enum(['ok', 'down']);
 const readinessSchema = z.object({
-  status: dependencyState,
   mongo: dependencyState,
   redis: dependencyState,
 });
@@ -28,7 +27,7 @@ export const opsRoutes: FastifyPluginAsyncZod = async (app) => {
     const [mongoUp, redisUp] = await Promise.all([pingMongo(app.deps.db), isRedisReady(app.deps.redis)]);
     const mongo = mongoUp ? 'ok' : 'down';
     const redis = redisUp ? 'ok' : 'down';
-    const body = { status: mongo, mongo, redis } as const;
+    const body = { mongo, redis } as const;
     if (mongo === 'down') reply.code(503).header('retry-after', '5');
     return body;
   });

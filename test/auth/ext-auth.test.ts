@@ -65,6 +65,13 @@ describe('unknown paths under /v1/ext/', () => {
     expectProblem(response, 404, 'not_found');
     expect(response.headers['ratelimit-remaining']).toBeDefined();
   });
+
+  it('take one rate-limit slot, like any other request', async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId);
+    const first = Number((await ext(t.app, key.key, 'GET', '/no-such-thing')).headers['ratelimit-remaining']);
+    const second = Number((await ext(t.app, key.key, 'GET', '/no-such-thing')).headers['ratelimit-remaining']);
+    expect(first - second).toBe(1);
+  });
 });
 
 describe('API keys', () => {
