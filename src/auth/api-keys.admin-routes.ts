@@ -50,6 +50,9 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     schema: { tags, params: companyParams, response: { 200: z.array(apiKeySchema), ...errorResponses(401, 404) } },
   }, async (request) => {
     await requireCompany(app, request.params.company_id);
+    // This process's uses are written in batches; write them now so the list is current (other web
+    // processes' uses arrive within their next flush, every 5 s).
+    await app.services.lastUsed.flush();
     return (await app.repos.apiKeys.list(request.params.company_id)).map(toApiKeyResponse);
   });
 

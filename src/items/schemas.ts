@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { PipelineDoc } from '../pipelines/repository.js';
 import { limitSchema } from '../shared/pagination.js';
-import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
+import { isoTimestampInput, isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
 import type { ItemDoc } from './repository.js';
 
 const customValueSchema = z.union([z.string(), z.number(), z.boolean(), z.array(z.string()), z.null()]);
@@ -60,7 +60,8 @@ export const updateItemBody = z
     stage_id: nonEmptyId.optional(),
     status_id: nonEmptyId.nullable().optional(),
     contact_id: z.string().max(200).nullable().optional(),
-    version: z.number().int().min(1).optional().describe('Expected current version (optimistic locking)'),
+    // Any integer: one that is not the current version (0 and below included) is a 409, not a 400.
+    version: z.number().int().optional().describe('Expected current version (optimistic locking)'),
     metadata: metadataSchema.optional(),
   })
   .meta({ example: { stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d2', version: 3, metadata: { deal_value: 15000 } } });
@@ -72,8 +73,8 @@ export const listItemsQuery = z.strictObject({
   stage_id: z.string().optional(),
   status_id: z.string().optional(),
   contact_id: z.string().optional(),
-  created_after: isoTimestampInput.optional(),
-  updated_after: isoTimestampInput.optional(),
+  created_after: isoTimestampQuery.optional(),
+  updated_after: isoTimestampQuery.optional(),
   sort: z.enum(ITEM_SORTS).default('created_at'),
   limit: limitSchema,
   cursor: z.string().max(1_000).optional(),

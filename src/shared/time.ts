@@ -39,6 +39,16 @@ export function toIso(date: Date | null | undefined): string | null {
   return date ? date.toISOString() : null;
 }
 
+/**
+ * Timestamps in query filters (`created_after=...`): also a calendar date, meaning its start in UTC, and
+ * an offset whose `+` arrived as a space because the caller did not percent-encode it.
+ */
+export const isoTimestampQuery = z
+  .string()
+  .transform((value) => value.replace(/ (\d{2}:?\d{2})$/, '+$1'))
+  .refine((value) => isIsoTimestamp(value) || isIsoDate(value), 'expected ISO 8601 timestamp or date')
+  .transform((value) => new Date(isIsoDate(value) ? `${value}T00:00:00Z` : value));
+
 export const isoTimestampOutput = z.string().meta({ format: 'date-time', example: '2026-11-22T09:30:00.000Z' });
 
 /** `promise`, or a rejection once `ms` have passed without it settling (the timer never outlives it). */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
-import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
+import { isoTimestampInput, isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
 import type { TaskDoc } from './repository.js';
 
 export const TASK_PRIORITIES = ['none', 'low', 'medium', 'high', 'urgent'] as const;
@@ -93,9 +93,9 @@ export const listTasksQuery = z.strictObject({
   is_completed: booleanParam.optional(),
   assigned_to: z.string().optional(),
   item_id: z.string().optional(),
-  due_before: isoTimestampInput.optional(),
-  due_after: isoTimestampInput.optional(),
-  updated_after: isoTimestampInput.optional(),
+  due_before: isoTimestampQuery.optional(),
+  due_after: isoTimestampQuery.optional(),
+  updated_after: isoTimestampQuery.optional(),
   task_type: z.enum(TASK_TYPES).optional(),
   priority: z.enum(TASK_PRIORITIES).optional(),
   // overdue=false is the exact complement (completed, or due_at not yet passed), so true and false partition the list.

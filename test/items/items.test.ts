@@ -120,6 +120,10 @@ describe('create and update rules', () => {
     await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v2' });
     const conflict = expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v3', version: 1 }), 409, 'version_conflict');
     expect(conflict.current_version).toBe(2);
+    // A version that can never have been current is just as stale.
+    for (const version of [0, -1]) {
+      expect(expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v3', version }), 409, 'version_conflict').current_version).toBe(2);
+    }
     const precondition = expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v3' }, { 'if-match': '"1"' }), 412, 'precondition_failed');
     expect(precondition.current_version).toBe(2);
     const ok = await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v3' }, { 'if-match': '"2"' });

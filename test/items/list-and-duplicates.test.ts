@@ -71,6 +71,11 @@ describe('listing items', () => {
     expect(await ids(`created_after=${encodeURIComponent(a.created_at)}`)).toEqual([b.item_id]);
     expect(await ids(`updated_after=${encodeURIComponent(a.updated_at)}&sort=-updated_at`)).toEqual([b.item_id]);
     expect(await ids('sort=-created_at')).toEqual([b.item_id, a.item_id]);
+    // A calendar date means its start in UTC; an offset's '+' sent unencoded (arriving as a space) still counts.
+    expect(await ids('created_after=2000-01-01&sort=-created_at')).toEqual([b.item_id, a.item_id]);
+    expect(await ids('created_after=2999-01-01')).toEqual([]);
+    expect(await ids(`created_after=${a.created_at.replace('Z', '+00:00')}`)).toEqual([b.item_id]);
+    expectProblem(await ext(t.app, own.key, 'GET', '/items?created_after=2026-02-30'), 400, 'validation_failed');
   });
 
   it('rejects bad limits, sorts, unknown parameters and tampered or foreign cursors with 400', async () => {
