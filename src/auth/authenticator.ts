@@ -3,7 +3,7 @@ import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js
 import type { ChangeAnnouncer } from '../shared/announced-cache.js';
 import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
-import { hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
+import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { Scope } from './scopes.js';
 
 export interface AuthContext {
@@ -25,7 +25,7 @@ interface CachedKey {
  */
 export const AUTH_CACHE_TTL_MS = 4_000;
 
-/** A well-formed key that matches no key: the failure that looks like guessing. */
+/** A value in our key format (`prk_…`) that matches no key: the failure that looks like guessing. */
 export class UnknownApiKeyError extends UnauthorizedError {
   constructor() {
     super('The API key is invalid');
@@ -66,8 +66,11 @@ export class ApiKeyAuthenticator {
   /** 401 for a missing, malformed, unknown, revoked or expired key; 402 for an inactive company. */
   async authenticate(presented: unknown, now = new Date()): Promise<AuthContext> {
     if (presented === undefined) throw new UnauthorizedError('The x-api-key header is missing');
-    // Malformed keys are refused without a lookup: they cost nothing and can never match.
-    if (!isWellFormedApiKey(presented)) throw new UnauthorizedError('The API key is invalid');
+    // Malformed keys are refused without a lookup: they cost nothing and can never match. One that
+    // still claims our prefix is an attempt at a key, so it counts towards the failed-auth throttle.
+    if (!isWellFormedApiKey(presented)) {
+      throw typeof presented === 'string' && presented.startsWith(KEY_PREFIX) ? new UnknownApiKeyError() : new UnauthorizedError('The API key is invalid');
+    }
     const hash = hashApiKey(presented);
     const found = this.cache.get(hash) ?? (await this.load(hash));
     if (!found || !hashesEqual(found.key.key_hash, hash)) throw new UnknownApiKeyError();

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-const KEY_PREFIX = 'prk_';
+export const KEY_PREFIX = 'prk_';
 /** `prk_` + base64url of 32 random bytes (43 characters); anything else is rejected before any lookup. */
 const KEY_FORMAT = /^prk_[A-Za-z0-9_-]{43,128}$/;
 const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 8;

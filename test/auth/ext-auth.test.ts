@@ -156,13 +156,17 @@ describe('API keys', () => {
 });
 
 describe('failed authentication throttling', () => {
-  it('answers 429 to an address that keeps guessing keys, while missing keys do not count and valid keys pass', async () => {
+  it('answers 429 to an address that keeps guessing keys (any prk_ value), while missing and junk keys do not count and valid keys pass', async () => {
     const app = await buildApp({ config: { ...t.config, QUEUE_PREFIX: `${t.config.QUEUE_PREFIX}-guess` }, db: t.db, redis: t.redis });
     try {
       for (let i = 0; i < 30; i++) expect((await ext(app, undefined, 'GET', '/pipelines')).statusCode).toBe(401);
       const statuses: number[] = [];
       for (let i = 0; i < 30; i++) expect((await ext(app, `malformed-${i}`, 'GET', '/pipelines')).statusCode).toBe(401);
-      for (let i = 0; i < 25; i++) statuses.push((await ext(app, `prk_${String(i).padStart(43, 'x')}`, 'GET', '/pipelines')).statusCode);
+      // Well-formed guesses and short ones claiming the prefix both count.
+      for (let i = 0; i < 25; i++) {
+        const guess = i % 2 === 0 ? `prk_${String(i).padStart(43, 'x')}` : `prk_wrong${i}`;
+        statuses.push((await ext(app, guess, 'GET', '/pipelines')).statusCode);
+      }
       expect(statuses.slice(0, 20).every((status) => status === 401)).toBe(true);
       expect(statuses.slice(20).every((status) => status === 429)).toBe(true);
       const blocked = await ext(app, `prk_${'y'.repeat(43)}`, 'GET', '/pipelines');
