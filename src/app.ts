@@ -99,6 +99,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // One log line per request is written in onResponse instead (with company and key ids).
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
+    // Long enough that an over-long id still reaches the route (after authentication) and is a plain 404.
+    routerOptions: { maxParamLength: 2_048 },
     frameworkErrors: handleFrameworkError,
   }).withTypeProvider<ZodTypeProvider>();
 

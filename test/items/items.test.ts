@@ -169,6 +169,8 @@ describe('tenant isolation', () => {
     expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${foreign.item_id}`, { name: 'hijack' }), 404, 'not_found');
     expectProblem(await ext(t.app, tenant.key, 'GET', '/items/itm_000000000000000000000000'), 404, 'not_found');
     expectProblem(await ext(t.app, tenant.key, 'GET', '/items/%24where'), 404, 'not_found');
+    expectProblem(await ext(t.app, tenant.key, 'GET', `/items/${'x'.repeat(5_000)}`), 404, 'not_found');
+    expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${'x'.repeat(150)}`, { name: 'long' }), 404, 'not_found');
     const list = (await ext(t.app, tenant.key, 'GET', `/items?pipeline_id=${other.pipelineId}`)).json();
     expect(list).toEqual([]);
     const after = (await ext(t.app, other.key, 'GET', `/items/${foreign.item_id}`)).json();
