@@ -11,6 +11,8 @@ declare module 'fastify' {
 }
 
 const HEADER = 'idempotency-key';
+/** Headers that describe the created resource, so a replay answers exactly like the first response. */
+const REPLAYED_HEADERS = ['etag', 'location'] as const;
 const VALID_KEY = /^[\x20-\x7E]{1,255}$/;
 /** A claim this old belongs to a request that died; it no longer blocks its key. */
 const ABANDONED_AFTER_MS = 60_000;
@@ -30,6 +32,7 @@ function canonicalJson(value: unknown, depth = 0): string {
 
 function replay(reply: FastifyReply, record: IdempotencyRecord): FastifyReply {
   const response = record.response!;
+  if (response.headers) reply.headers(response.headers);
   return reply
     .code(response.status)
     .header('content-type', response.content_type)
@@ -87,8 +90,14 @@ export function registerIdempotency(app: FastifyInstance, repo: IdempotencyRepos
     if (reply.statusCode >= 500) {
       await repo.release(recordId);
     } else {
+      const headers: Record<string, string> = {};
+      for (const name of REPLAYED_HEADERS) {
+        const value = reply.getHeader(name);
+        if (value !== undefined) headers[name] = String(value);
+      }
       await repo.complete(recordId, {
         status: reply.statusCode,
+        headers,
         body: typeof payload === 'string' ? payload : String(payload ?? ''),
         content_type: String(reply.getHeader('content-type') ?? 'application/json; charset=utf-8'),
       });

@@ -7,7 +7,8 @@ export interface IdempotencyRecord {
   idempotency_key: string;
   request_hash: string;
   state: 'in_progress' | 'completed';
-  response?: { status: number; body: string; content_type: string };
+  /** `headers`: the resource headers of the first response (ETag, Location), sent again on replay. */
+  response?: { status: number; body: string; content_type: string; headers?: Record<string, string> };
   created_at: Date;
   /** TTL index: records disappear 24 h after the first request. */
   expires_at: Date;

@@ -155,6 +155,7 @@ describe('Idempotency-Key', () => {
       expect(retry.statusCode).toBe(201);
       expect(retry.headers['idempotent-replayed']).toBe('true');
       expect(retry.json().item_id).toBe(itemId);
+      expect(retry.headers.etag).toBe(created[0].headers.etag); // the first response's headers too
     }
     expect(await t.db.collection('items').countDocuments({ company_id: tenant.companyId })).toBe(1);
   });
