@@ -23,6 +23,17 @@ export function isForbiddenAddress(address: string): boolean {
 }
 
 /**
+ * Names that are internal by definition, refused whether or not they resolve from here: localhost
+ * (RFC 6761), the private-use `.internal` (cloud metadata: metadata.google.internal), mDNS `.local`,
+ * `.localdomain`, `.home.arpa`, and single-label names (resolved through a search domain, inside).
+ */
+const INTERNAL_NAME = /(^|\.)(localhost|internal|local|localdomain|home\.arpa)\.?$|^[^.]+\.?$/i;
+
+export function isInternalHostname(hostname: string): boolean {
+  return !ipaddr.isValid(hostname) && INTERNAL_NAME.test(hostname);
+}
+
+/**
  * The SSRF guard for webhook targets: at subscribe time on every address the name resolves to, and
  * at delivery time on the address actually connected to (see delivery's connector).
  */
@@ -49,6 +60,8 @@ export class TargetGuard {
     if (url.username || url.password) return 'must not contain credentials';
     if (this.allowPrivate) return undefined;
     const host = url.hostname.replace(/^\[|\]$/g, '');
+    const internal = 'resolves to a private, loopback or otherwise internal address';
+    if (isInternalHostname(host)) return internal;
     let addresses: string[];
     try {
       addresses = ipaddr.isValid(host) ? [host] : await this.resolve(host);
@@ -57,7 +70,7 @@ export class TargetGuard {
       // reached through it now, and every delivery checks the address it actually connects to.
       return undefined;
     }
-    if (addresses.some(isForbiddenAddress)) return 'resolves to a private, loopback or otherwise internal address';
+    if (addresses.some(isForbiddenAddress)) return internal;
     return undefined;
   }
 

@@ -44,6 +44,8 @@ const FORBIDDEN_TARGETS = [
   'http://2130706433/', 'http://0177.0.0.1/', 'http://0x7f.1/', 'http://[::ffff:127.0.0.1]/', 'https://127.1:8443/',
   // a name that resolves inside
   'http://internal.test/hook',
+  // names internal by definition, refused even though they do not resolve here
+  'http://metadata.google.internal/computeMetadata/v1/', 'http://api.localhost/', 'http://printer.local/', 'http://intranet/',
 ];
 
 describe('SSRF guard', () => {
