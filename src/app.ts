@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault, type RouteOptions } from 'fastify';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
-  serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
@@ -18,6 +17,7 @@ import { extApi } from './http/ext-api.js';
 import { opsRoutes } from './ops/routes.js';
 import { registerQueueBoard } from './ops/queue-board.js';
 import { registerRequestObservation } from './http/observation.js';
+import { zodResponseSerializerCompiler } from './http/serializer.js';
 import { createQueue, QUEUE_NAMES } from './shared/queues.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
 import apiReference from '@scalar/fastify-api-reference';
@@ -110,7 +110,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.addHook('onRoute', (route) => void routeTable.push(route));
   app.decorate('routeTable', routeTable);
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  app.setSerializerCompiler(zodResponseSerializerCompiler);
   // JSON only (DECISIONS.md section 1): anything else with a body is 415. An empty body with a JSON
   // content type (common on DELETE and bodiless POSTs) is no body, not invalid JSON.
   app.removeContentTypeParser(['text/plain', 'application/json']);
