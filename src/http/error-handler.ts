@@ -11,6 +11,46 @@ import {
 import { isMongoUnavailable } from '../shared/mongo.js';
 import { sendProblem } from './problem.js';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route's checks of the ids in its body (they must resolve in the caller's company). They also
+     * run when the body fails its schema, on whatever is well typed, so `errors[]` lists every problem
+     * at once (DECISIONS.md section 2) instead of the reference problems only on the next try.
+     */
+    referenceProblems?: (request: FastifyRequest) => Promise<FieldProblem[]>;
+  }
+}
+
+/** The body's string-valued fields among `names` (the ones a reference check can look up). */
+export function stringFields<K extends string>(body: unknown, names: readonly K[]): Partial<Record<K, string>> {
+  const fields: Partial<Record<K, string>> = {};
+  if (!body || typeof body !== 'object') return fields;
+  for (const name of names) {
+    const value = (body as Record<string, unknown>)[name];
+    if (typeof value === 'string') fields[name] = value;
+  }
+  return fields;
+}
+
+/** The body's field `name` when it is a plain object (e.g. `metadata`), else undefined. */
+export function objectField(body: unknown, name: string): Record<string, unknown> | undefined {
+  const value = body && typeof body === 'object' ? (body as Record<string, unknown>)[name] : undefined;
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+/** Reference problems of a body that failed its schema, for fields the schema did not already report. */
+async function referenceProblemsAlongside(request: FastifyRequest, reported: FieldProblem[]): Promise<FieldProblem[]> {
+  const check = request.routeOptions.config?.referenceProblems;
+  if (!check || !request.auth) return [];
+  const reportedFields = new Set(reported.map((problem) => problem.path.split('.')[0]));
+  try {
+    return (await check(request)).filter((problem) => !reportedFields.has(problem.path.split('.')[0]));
+  } catch {
+    return []; // the schema problems are the answer either way; the lookups are a courtesy
+  }
+}
+
 interface ZodIssueLike {
   instancePath: string;
   message: string;
@@ -65,10 +105,12 @@ export function handleFrameworkError(error: FastifyError, request: FastifyReques
 export function registerErrorHandling(app: FastifyInstance<any, any, any, any, any>): void {
   app.setNotFoundHandler((request, reply) => sendProblem(reply, new NotFoundError('Route')));
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
+  app.setErrorHandler(async (error: FastifyError, request, reply) => {
     if (error instanceof AppError) return sendProblem(reply, error);
     if (hasZodFastifySchemaValidationErrors(error)) {
-      return sendProblem(reply, new ValidationError(fieldProblemsFromValidation(error.validation as ZodIssueLike[])));
+      const problems = fieldProblemsFromValidation(error.validation as ZodIssueLike[]);
+      if (error.validationContext === 'body') problems.push(...(await referenceProblemsAlongside(request, problems)));
+      return sendProblem(reply, new ValidationError(problems));
     }
     const mapped = fromFastifyError(error);
     if (mapped) return sendProblem(reply, mapped);

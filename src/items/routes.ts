@@ -1,6 +1,8 @@
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { objectField, stringFields } from '../http/error-handler.js';
 import { errorResponses, EXT_ERRORS } from '../http/responses.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import {
@@ -42,8 +44,16 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
     return item;
   });
 
+  // For a body that failed its schema: the problems of its well-typed references too.
+  const newItemReferenceProblems = async (request: FastifyRequest) => {
+    const refs = stringFields(request.body, ['pipeline_id', 'stage_id', 'status_id'] as const);
+    if (refs.pipeline_id === undefined) return [];
+    const input = { ...refs, pipeline_id: refs.pipeline_id, metadata: objectField(request.body, 'metadata') };
+    return (await items().checkNewItem(authOf(request).companyId, input)).problems;
+  };
+
   app.post('/items', {
-    config: { scope: 'items:write' },
+    config: { scope: 'items:write', referenceProblems: newItemReferenceProblems },
     schema: {
       tags,
       summary: 'Create an item',

@@ -42,6 +42,13 @@ export interface ItemsServiceDeps {
   cursors: () => Promise<CursorCodec>;
 }
 
+export interface NewItemReferences {
+  pipeline_id: string;
+  stage_id?: string;
+  status_id?: string | null;
+  metadata?: Record<string, unknown>;
+}
+
 function throwIfAny(problems: FieldProblem[]): void {
   if (problems.length > 0) throw new ValidationError(problems);
 }
@@ -81,19 +88,25 @@ export class ItemsService {
     return pipeline;
   }
 
-  async create(auth: Actor, body: z.infer<typeof createItemBody>): Promise<ItemResponse> {
-    const pipeline = await this.deps.pipelines.findCached(auth.companyId, body.pipeline_id);
-    if (!pipeline) throw ValidationError.single('pipeline_id', 'is not a pipeline of this company');
+  /** A new item's pipeline, its position in it and its custom values, with every problem found. */
+  async checkNewItem(companyId: string, input: NewItemReferences): Promise<{ pipeline?: PipelineDoc; custom: CustomValues; problems: FieldProblem[] }> {
+    const pipeline = await this.deps.pipelines.findCached(companyId, input.pipeline_id);
+    if (!pipeline) return { custom: {}, problems: [{ path: 'pipeline_id', message: 'is not a pipeline of this company' }] };
     const problems: FieldProblem[] = [];
-    checkPosition(pipeline, body.stage_id, body.status_id, problems);
+    checkPosition(pipeline, input.stage_id, input.status_id, problems);
     let custom: CustomValues = {};
     try {
-      custom = mergeCustom({}, validateMetadata(pipeline, body.metadata ?? {}, 'create'));
+      custom = mergeCustom({}, validateMetadata(pipeline, input.metadata ?? {}, 'create'));
     } catch (error) {
       if (!(error instanceof ValidationError)) throw error;
       problems.push(...error.errors);
     }
-    throwIfAny(problems);
+    return { pipeline, custom, problems };
+  }
+
+  async create(auth: Actor, body: z.infer<typeof createItemBody>): Promise<ItemResponse> {
+    const { pipeline, custom, problems } = await this.checkNewItem(auth.companyId, body);
+    if (!pipeline || problems.length > 0) throw new ValidationError(problems);
 
     const seq = await nextSequence(this.deps.db, `items:${auth.companyId}`);
     const now = new Date();

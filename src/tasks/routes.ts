@@ -1,15 +1,20 @@
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { stringFields } from '../http/error-handler.js';
 import { errorResponses, EXT_ERRORS } from '../http/responses.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import { createTaskBody, listTasksQuery, taskSchema, updateTaskBody } from './schemas.js';
 
 const tags = ['tasks'];
 const taskParams = z.object({ task_id: z.string() });
+const TASK_REFERENCES = ['assigned_to', 'item_id'] as const;
 
 export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
   const tasks = () => app.services.tasks;
+  const referenceProblems = async (request: FastifyRequest) =>
+    tasks().referenceProblems(authOf(request).companyId, stringFields(request.body, TASK_REFERENCES));
 
   app.get('/tasks', {
     config: { scope: 'tasks:read' },
@@ -31,7 +36,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request) => tasks().get(authOf(request), request.params.task_id));
 
   app.post('/tasks', {
-    config: { scope: 'tasks:write' },
+    config: { scope: 'tasks:write', referenceProblems },
     schema: {
       tags,
       summary: 'Create a task (fires task.created, and task.completed when created completed)',
@@ -44,7 +49,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 
   app.patch('/tasks/:task_id', {
-    config: { scope: 'tasks:write' },
+    config: { scope: 'tasks:write', referenceProblems },
     schema: {
       tags,
       summary: 'Update a task (partial; fires task.updated, and task.completed on completion)',

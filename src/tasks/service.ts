@@ -63,7 +63,7 @@ export class TasksService {
   constructor(private readonly deps: TasksServiceDeps) {}
 
   /** assigned_to and item_id must resolve in the caller's company; every problem is reported at once. */
-  private async checkReferences(companyId: string, refs: { assigned_to?: string; item_id?: string | null }): Promise<void> {
+  async referenceProblems(companyId: string, refs: { assigned_to?: string; item_id?: string | null }): Promise<FieldProblem[]> {
     const [user, item] = await Promise.all([
       refs.assigned_to === undefined ? undefined : this.deps.users.findById(companyId, refs.assigned_to),
       refs.item_id ? this.deps.items.findById(companyId, refs.item_id) : undefined,
@@ -71,6 +71,11 @@ export class TasksService {
     const problems: FieldProblem[] = [];
     if (user === null) problems.push({ path: 'assigned_to', message: 'is not a user of this company' });
     if (item === null) problems.push({ path: 'item_id', message: 'is not an item of this company' });
+    return problems;
+  }
+
+  private async checkReferences(companyId: string, refs: { assigned_to?: string; item_id?: string | null }): Promise<void> {
+    const problems = await this.referenceProblems(companyId, refs);
     if (problems.length > 0) throw new ValidationError(problems);
   }
 

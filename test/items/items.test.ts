@@ -104,6 +104,11 @@ describe('create and update rules', () => {
     expect(paths(foreignPipeline)).toEqual(['pipeline_id']);
     const foreignStage = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { ...base(), stage_id: other.stageIds[0], status_id: other.statusIds[0], metadata: { region: 'x' } }), 400, 'validation_failed');
     expect(paths(foreignStage).sort()).toEqual(['stage_id', 'status_id']);
+    // With a schema problem too, errors[] still lists the reference problems of the well-typed fields.
+    const mixed = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { ...base(), name: '', stage_id: other.stageIds[0], status_id: 7, metadata: { region: 'x' } }), 400, 'validation_failed');
+    expect(paths(mixed).sort()).toEqual(['name', 'stage_id', 'status_id']);
+    const unknownPipeline = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { pipeline_id: other.pipelineId, stage_id: tenant.stageIds[0] }), 400, 'validation_failed');
+    expect(paths(unknownPipeline).sort()).toEqual(['name', 'pipeline_id']);
   });
 
   it('increments version by exactly one per change, not on a no-op', async () => {

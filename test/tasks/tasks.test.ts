@@ -80,6 +80,9 @@ describe('creating a task', () => {
     const foreignItem = await createItem(t.app, other);
     const both = expectProblem(await post({ title: 'x', due_at: DUE, assigned_to: other.userId, item_id: foreignItem.item_id }), 400, 'validation_failed');
     expect(paths(both)).toEqual(['assigned_to', 'item_id']);
+    // Alongside schema problems too: errors[] lists every problem at once.
+    const mixed = expectProblem(await post({ title: '', due_at: 'soon', assigned_to: other.userId, item_id: foreignItem.item_id }), 400, 'validation_failed');
+    expect(paths(mixed)).toEqual(['assigned_to', 'due_at', 'item_id', 'title']);
     expect(paths(expectProblem(await post({ title: 'x', due_at: DUE, assigned_to: 'usr_000000000000000000000000' }), 400, 'validation_failed'))).toEqual(['assigned_to']);
     const task = await createTask(t.app, tenant);
     expect(paths(expectProblem(await patch(task.task_id, { item_id: foreignItem.item_id }), 400, 'validation_failed'))).toEqual(['item_id']);
