@@ -41,11 +41,18 @@ export interface QueueSettings {
   logger?: Logger;
 }
 
+/**
+ * A queue handle for adding and inspecting jobs. It skips BullMQ's Redis version check (an INFO at
+ * start): on the web process's request-path connection, with its 1 s command timeout, that check
+ * could time out on a busy machine and surface as an unhandled rejection, and the workers' own
+ * connections run the check anyway.
+ */
 export function createQueue<N extends QueueName>(name: N, settings: QueueSettings): Queue<JobPayloads[N], unknown, string> {
   return new Queue<JobPayloads[N], unknown, string>(name, {
     connection: settings.connection,
     prefix: settings.prefix,
     defaultJobOptions: DEFAULT_JOB_OPTIONS,
+    skipVersionCheck: true,
   });
 }
 
@@ -88,7 +95,8 @@ export function startWorker<N extends QueueName>(
  * across queues: a FlowProducer of jobs without children).
  */
 export function createEventProducer(settings: QueueSettings): FlowProducer {
-  return new FlowProducer({ connection: settings.connection, prefix: settings.prefix });
+  // No version check, for the same reason as createQueue: it runs on the web's request-path connection.
+  return new FlowProducer({ connection: settings.connection, prefix: settings.prefix, skipVersionCheck: true });
 }
 
 /** Adds each event to every event queue with jobId = event_id, so a re-publish is a no-op. */
