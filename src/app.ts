@@ -99,8 +99,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     // One log line per request is written in onResponse instead (with company and key ids).
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
-    // Long enough that an over-long id still reaches the route (after authentication) and is a plain 404.
-    routerOptions: { maxParamLength: 2_048 },
+    // Above Node's 16 KiB header limit, so any id fits: an over-long one still reaches its route
+    // (after authentication, with its rate-limit slot) and is a plain 404 there.
+    routerOptions: { maxParamLength: 65_536 },
     frameworkErrors: handleFrameworkError,
   }).withTypeProvider<ZodTypeProvider>();
 

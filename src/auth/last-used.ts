@@ -9,6 +9,8 @@ const FLUSH_INTERVAL_MS = 5_000;
  */
 export class LastUsedTracker {
   private pending = new Map<string, Date>();
+  /** The write under way: a flush waits for it, so "flushed" means stored, never merely started. */
+  private writing: Promise<void> = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -23,7 +25,13 @@ export class LastUsedTracker {
     this.pending.set(keyId, at);
   }
 
-  async flush(): Promise<void> {
+  /** Writes the uses seen so far; resolves once they (and any write already under way) are stored. */
+  flush(): Promise<void> {
+    this.writing = this.writing.then(() => this.writePending());
+    return this.writing;
+  }
+
+  private async writePending(): Promise<void> {
     if (this.pending.size === 0) return;
     const batch = [...this.pending].map(([keyId, usedAt]) => ({ keyId, usedAt }));
     this.pending = new Map();

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
 import {
   AppError,
   InvalidJsonError,
@@ -9,6 +10,7 @@ import {
   type FieldProblem,
 } from '../shared/errors.js';
 import { isMongoUnavailable } from '../shared/mongo.js';
+import { withTimeout } from '../shared/time.js';
 import { sendProblem } from './problem.js';
 
 declare module 'fastify' {
@@ -22,22 +24,28 @@ declare module 'fastify' {
   }
 }
 
-/** The body's string-valued fields among `names` (the ones a reference check can look up). */
-export function stringFields<K extends string>(body: unknown, names: readonly K[]): Partial<Record<K, string>> {
-  const fields: Partial<Record<K, string>> = {};
-  if (!body || typeof body !== 'object') return fields;
+/**
+ * The fields among `names` whose values pass their own schema in `body` (a body whose other fields
+ * failed): only these are looked up, so a malformed or over-long value never reaches a query or a cache.
+ */
+export function wellFormedFields<S extends z.ZodObject, K extends keyof S['shape'] & string>(
+  schema: S,
+  body: unknown,
+  names: readonly K[],
+): Partial<Pick<z.output<S>, K>> {
+  const fields: Record<string, unknown> = {};
+  if (!body || typeof body !== 'object') return fields as Partial<Pick<z.output<S>, K>>;
   for (const name of names) {
-    const value = (body as Record<string, unknown>)[name];
-    if (typeof value === 'string') fields[name] = value;
+    const raw = (body as Record<string, unknown>)[name];
+    if (raw === undefined) continue;
+    const parsed = (schema.shape[name] as z.ZodType).safeParse(raw);
+    if (parsed.success) fields[name] = parsed.data;
   }
-  return fields;
+  return fields as Partial<Pick<z.output<S>, K>>;
 }
 
-/** The body's field `name` when it is a plain object (e.g. `metadata`), else undefined. */
-export function objectField(body: unknown, name: string): Record<string, unknown> | undefined {
-  const value = body && typeof body === 'object' ? (body as Record<string, unknown>)[name] : undefined;
-  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-}
+/** The lookups behind a 400 are a courtesy: they never hold the answer up for long. */
+const REFERENCE_CHECK_TIMEOUT_MS = 1_000;
 
 /** Reference problems of a body that failed its schema, for fields the schema did not already report. */
 async function referenceProblemsAlongside(request: FastifyRequest, reported: FieldProblem[]): Promise<FieldProblem[]> {
@@ -45,7 +53,8 @@ async function referenceProblemsAlongside(request: FastifyRequest, reported: Fie
   if (!check || !request.auth) return [];
   const reportedFields = new Set(reported.map((problem) => problem.path.split('.')[0]));
   try {
-    return (await check(request)).filter((problem) => !reportedFields.has(problem.path.split('.')[0]));
+    const found = await withTimeout(check(request), REFERENCE_CHECK_TIMEOUT_MS);
+    return found.filter((problem) => !reportedFields.has(problem.path.split('.')[0]));
   } catch {
     return []; // the schema problems are the answer either way; the lookups are a courtesy
   }

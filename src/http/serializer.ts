@@ -31,6 +31,14 @@ function simplify(node: unknown): unknown {
       return { ...rest, ...other, type: [other.type, 'null'] };
     }
   }
+  // Any other union is written by validating the data against each branch; an object branch would
+  // then reject data with keys the schema does not declare (which zod strips). Refuse those at startup.
+  for (const union of ['anyOf', 'oneOf'] as const) {
+    const options = schema[union] as JsonSchema[] | undefined;
+    if (options?.some((option) => option.type === 'object' || '$ref' in option || 'properties' in option)) {
+      throw new Error(`response schemas may not contain unions of objects (${union}); flatten the union into one object`);
+    }
+  }
   return schema;
 }
 

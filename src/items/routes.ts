@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
-import { objectField, stringFields } from '../http/error-handler.js';
+import { wellFormedFields } from '../http/error-handler.js';
 import { errorResponses, EXT_ERRORS } from '../http/responses.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import {
@@ -46,10 +46,9 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
 
   // For a body that failed its schema: the problems of its well-typed references too.
   const newItemReferenceProblems = async (request: FastifyRequest) => {
-    const refs = stringFields(request.body, ['pipeline_id', 'stage_id', 'status_id'] as const);
+    const refs = wellFormedFields(createItemBody, request.body, ['pipeline_id', 'stage_id', 'status_id', 'metadata']);
     if (refs.pipeline_id === undefined) return [];
-    const input = { ...refs, pipeline_id: refs.pipeline_id, metadata: objectField(request.body, 'metadata') };
-    return (await items().checkNewItem(authOf(request).companyId, input)).problems;
+    return (await items().checkNewItem(authOf(request).companyId, { ...refs, pipeline_id: refs.pipeline_id })).problems;
   };
 
   app.post('/items', {

@@ -1,5 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
+import { isIdOf } from '../shared/ids.js';
 import type { DuplicateDetection, FieldDefinition, PipelineResponse } from './schemas.js';
 
 export interface StageDoc {
@@ -60,6 +61,8 @@ export class PipelinesRepository {
 
   /** As findById, from the cache when there is one; the result is shared, never modify it. */
   findCached(companyId: string, pipelineId: string): Promise<PipelineDoc | null> {
+    // Only real-looking ids get a cache entry: made-up ones (of any length) cannot fill the cache.
+    if (!isIdOf('pipeline', pipelineId)) return Promise.resolve(null);
     return this.cache.get(cacheKey(companyId, pipelineId), () => this.findById(companyId, pipelineId));
   }
 

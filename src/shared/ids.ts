@@ -23,3 +23,8 @@ export type IdKind = keyof typeof ID_PREFIXES;
 export function newId(kind: IdKind): string {
   return `${ID_PREFIXES[kind]}_${new ObjectId().toHexString()}`;
 }
+
+/** Whether `value` is shaped like an id of this kind (so an over-long or made-up one needs no lookup). */
+export function isIdOf(kind: IdKind, value: string): boolean {
+  return value.length === ID_PREFIXES[kind].length + 25 && value.startsWith(`${ID_PREFIXES[kind]}_`) && /^[0-9a-f]{24}$/.test(value.slice(-24));
+}

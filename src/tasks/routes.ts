@@ -2,19 +2,19 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
-import { stringFields } from '../http/error-handler.js';
+import { wellFormedFields } from '../http/error-handler.js';
 import { errorResponses, EXT_ERRORS } from '../http/responses.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import { createTaskBody, listTasksQuery, taskSchema, updateTaskBody } from './schemas.js';
 
 const tags = ['tasks'];
 const taskParams = z.object({ task_id: z.string() });
-const TASK_REFERENCES = ['assigned_to', 'item_id'] as const;
 
 export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
   const tasks = () => app.services.tasks;
-  const referenceProblems = async (request: FastifyRequest) =>
-    tasks().referenceProblems(authOf(request).companyId, stringFields(request.body, TASK_REFERENCES));
+  // For a body that failed its schema: the problems of its well-formed references too.
+  const referenceProblems = (body: typeof createTaskBody | typeof updateTaskBody) => async (request: FastifyRequest) =>
+    tasks().referenceProblems(authOf(request).companyId, wellFormedFields(body, request.body, ['assigned_to', 'item_id']));
 
   app.get('/tasks', {
     config: { scope: 'tasks:read' },
@@ -36,7 +36,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request) => tasks().get(authOf(request), request.params.task_id));
 
   app.post('/tasks', {
-    config: { scope: 'tasks:write', referenceProblems },
+    config: { scope: 'tasks:write', referenceProblems: referenceProblems(createTaskBody) },
     schema: {
       tags,
       summary: 'Create a task (fires task.created, and task.completed when created completed)',
@@ -49,7 +49,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 
   app.patch('/tasks/:task_id', {
-    config: { scope: 'tasks:write', referenceProblems },
+    config: { scope: 'tasks:write', referenceProblems: referenceProblems(updateTaskBody) },
     schema: {
       tags,
       summary: 'Update a task (partial; fires task.updated, and task.completed on completion)',

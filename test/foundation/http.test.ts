@@ -20,8 +20,9 @@ describe('HTTP conventions', () => {
     expectProblem(await t.app.inject({ method: 'GET', url: '/v1/ext/nothing-here' }), 401, 'unauthorized');
     // An over-long id is checked like any other: 401 without a key.
     expectProblem(await t.app.inject({ method: 'GET', url: `/v1/ext/items/${'x'.repeat(150)}` }), 401, 'unauthorized');
-    // The admin API checks its token on every call, unknown paths included.
+    // The admin API checks its token on every call, unknown paths and over-long ids included.
     expectProblem(await t.app.inject({ method: 'GET', url: '/v1/admin/nothing-here' }), 401, 'unauthorized');
+    expectProblem(await t.app.inject({ method: 'GET', url: `/v1/admin/companies/${'c'.repeat(10_000)}` }), 401, 'unauthorized');
     expectProblem(await t.app.inject({ method: 'GET', url: '/v1/admin/nothing-here', headers: adminHeaders }), 404, 'not_found');
   });
 

@@ -4,6 +4,7 @@ import { zodResponseSerializerCompiler } from '../../src/http/serializer.js';
 import { itemSchema } from '../../src/items/schemas.js';
 import { taskSchema } from '../../src/tasks/schemas.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { admin, createItem, createTask, createTenant, ext } from '../helpers/fixtures.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -55,6 +56,49 @@ describe('response serialization (zod schemas compiled to fast-json-stringify)',
     const item = { ...example, status: null, contact_id: null, deal_value: 12.5, won: false, tags: ['a', 'b'], region: null, note: 'x' };
     expect(serialize(itemSchema, item)).toEqual(reference(itemSchema, item));
     expect(serialize(itemSchema, item)).toMatchObject({ deal_value: 12.5, won: false, tags: ['a', 'b'], region: null, status: null });
+  });
+
+  it('refuses unions of objects at startup, and writes a nullable object', () => {
+    const union = z.union([z.object({ a: z.string() }), z.object({ b: z.number() })]);
+    expect(() => zodResponseSerializerCompiler({ schema: union })).toThrow(/unions of objects/);
+    const nullable = z.object({ conditions: z.object({ priority: z.string() }).nullable() });
+    for (const data of [{ conditions: null }, { conditions: { priority: 'high', extra: 1 } }]) {
+      expect(serialize(nullable, data)).toEqual(reference(nullable, data));
+    }
+  });
+
+  it("answers every route with a body its own response schema accepts unchanged (real data, nulls included)", async () => {
+    const tenant = await createTenant(t.app);
+    const item = await createItem(t.app, tenant, { contact_id: null });
+    await createTask(t.app, tenant, { item_id: item.item_id, description: null });
+    const hook = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: 'https://example.com/hook', event: '*' })).json();
+    const company = `/companies/${tenant.companyId}`;
+    await admin(t.app, 'POST', `${company}/automations`, {
+      name: 'rule', trigger: 'task.completed', actions: [{ type: 'webhook', url: 'https://example.com/a' }],
+    }, 201);
+    const calls: Array<{ api: 'ext' | 'admin'; url: string; route: string }> = [
+      { api: 'ext', url: '/items', route: '/v1/ext/items' },
+      { api: 'ext', url: `/items/${item.item_id}`, route: '/v1/ext/items/:item_id' },
+      { api: 'ext', url: '/tasks', route: '/v1/ext/tasks' },
+      { api: 'ext', url: '/pipelines', route: '/v1/ext/pipelines' },
+      { api: 'ext', url: `/pipelines/${tenant.pipelineId}`, route: '/v1/ext/pipelines/:pipeline_id' },
+      { api: 'ext', url: '/hooks', route: '/v1/ext/hooks' },
+      { api: 'ext', url: `/hooks/${hook.hook_id}/deliveries`, route: '/v1/ext/hooks/:hook_id/deliveries' },
+      { api: 'admin', url: company, route: '/v1/admin/companies/:company_id' },
+      { api: 'admin', url: `${company}/users`, route: '/v1/admin/companies/:company_id/users' },
+      { api: 'admin', url: `${company}/api-keys`, route: '/v1/admin/companies/:company_id/api-keys' },
+      { api: 'admin', url: `${company}/pipelines`, route: '/v1/admin/companies/:company_id/pipelines' },
+      { api: 'admin', url: `${company}/automations`, route: '/v1/admin/companies/:company_id/automations' },
+    ];
+    for (const call of calls) {
+      const response = call.api === 'ext' ? await ext(t.app, tenant.key, 'GET', call.url) : await admin(t.app, 'GET', call.url, undefined, 200);
+      expect(response.statusCode, call.url).toBe(200);
+      const route = t.app.routeTable.find((candidate) => candidate.url === call.route && [candidate.method].flat().includes('GET'));
+      const schema = (route?.schema?.response as Record<number, z.ZodType> | undefined)?.[200];
+      expect(schema, call.route).toBeDefined();
+      const body = response.json();
+      expect(schema!.parse(body), call.url).toEqual(body);
+    }
   });
 
   it('escapes strings as JSON does', () => {

@@ -109,6 +109,9 @@ describe('create and update rules', () => {
     expect(paths(mixed).sort()).toEqual(['name', 'stage_id', 'status_id']);
     const unknownPipeline = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { pipeline_id: other.pipelineId, stage_id: tenant.stageIds[0] }), 400, 'validation_failed');
     expect(paths(unknownPipeline).sort()).toEqual(['name', 'pipeline_id']);
+    // Only well-formed values are looked up: an over-long id is the schema's problem alone.
+    const overLong = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { pipeline_id: 'p'.repeat(5_000), stage_id: tenant.stageIds[0] }), 400, 'validation_failed');
+    expect(overLong.errors.map((error: { path: string; message: string }) => error.path).sort()).toEqual(['name', 'pipeline_id']);
   });
 
   it('increments version by exactly one per change, not on a no-op', async () => {
@@ -174,8 +177,11 @@ describe('tenant isolation', () => {
     expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${foreign.item_id}`, { name: 'hijack' }), 404, 'not_found');
     expectProblem(await ext(t.app, tenant.key, 'GET', '/items/itm_000000000000000000000000'), 404, 'not_found');
     expectProblem(await ext(t.app, tenant.key, 'GET', '/items/%24where'), 404, 'not_found');
-    expectProblem(await ext(t.app, tenant.key, 'GET', `/items/${'x'.repeat(5_000)}`), 404, 'not_found');
-    expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${'x'.repeat(150)}`, { name: 'long' }), 404, 'not_found');
+    // An over-long id is checked like any other: 401 without a key, a 404 that took its rate-limit slot with one.
+    expectProblem(await ext(t.app, undefined, 'GET', `/items/${'x'.repeat(10_000)}`), 401, 'unauthorized');
+    const overLong = await ext(t.app, tenant.key, 'PATCH', `/items/${'x'.repeat(10_000)}`, { name: 'long' });
+    expectProblem(overLong, 404, 'not_found');
+    expect(overLong.headers['ratelimit-remaining']).toBeDefined();
     const list = (await ext(t.app, tenant.key, 'GET', `/items?pipeline_id=${other.pipelineId}`)).json();
     expect(list).toEqual([]);
     const after = (await ext(t.app, other.key, 'GET', `/items/${foreign.item_id}`)).json();
