@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { wellFormedFields } from '../http/error-handler.js';
 import { errorResponses, EXT_ERRORS, noContent } from '../http/responses.js';
 import { createQueue, type DeliveryJob } from '../shared/queues.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
@@ -32,7 +33,13 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 
   app.post('/hooks', {
-    config: { scope: 'hooks:manage' },
+    config: {
+      scope: 'hooks:manage',
+      referenceProblems: async (request) => {
+        const { target_url: targetUrl } = wellFormedFields(createHookBody, request.body, ['target_url']);
+        return targetUrl === undefined ? [] : hooks.targetProblems(targetUrl);
+      },
+    },
     schema: {
       tags,
       summary: 'Subscribe a REST hook (the same target and event again returns that hook, re-enabled)',

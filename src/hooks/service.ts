@@ -1,5 +1,5 @@
 import type { AuthContext } from '../auth/authenticator.js';
-import { NotFoundError, UnavailableError, ValidationError } from '../shared/errors.js';
+import { NotFoundError, UnavailableError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
@@ -25,10 +25,16 @@ type Caller = Pick<AuthContext, 'companyId'>;
 export class HooksService {
   constructor(private readonly deps: HooksServiceDeps) {}
 
+  /** The SSRF check of a target URL (DECISIONS.md section 9), as `errors[]` entries. */
+  async targetProblems(targetUrl: string): Promise<FieldProblem[]> {
+    const problem = await this.deps.guard.problemWithUrl(targetUrl);
+    return problem ? [{ path: 'target_url', message: problem }] : [];
+  }
+
   /** Subscribing again to the same target and event returns that hook (same id and secret), re-enabled. */
   async subscribe(caller: Caller, body: CreateHookBody): Promise<CreatedHookResponse> {
-    const problem = await this.deps.guard.problemWithUrl(body.target_url);
-    if (problem) throw ValidationError.single('target_url', problem);
+    const problems = await this.targetProblems(body.target_url);
+    if (problems.length > 0) throw new ValidationError(problems);
     const hook = await this.deps.hooks.subscribe({
       _id: newId('hook'),
       company_id: caller.companyId,

@@ -65,7 +65,13 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 
   app.patch('/items/:item_id', {
-    config: { scope: 'items:write' },
+    config: {
+      scope: 'items:write',
+      referenceProblems: async (request) => {
+        const refs = wellFormedFields(updateItemBody, request.body, ['stage_id', 'status_id', 'metadata']);
+        return items().updateReferenceProblems(authOf(request).companyId, (request.params as { item_id: string }).item_id, refs);
+      },
+    },
     schema: {
       tags,
       summary: 'Update an item (partial; optimistic locking with version or If-Match)',

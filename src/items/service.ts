@@ -42,11 +42,15 @@ export interface ItemsServiceDeps {
   cursors: () => Promise<CursorCodec>;
 }
 
-export interface NewItemReferences {
-  pipeline_id: string;
+/** The parts of an item body that are judged against its pipeline. */
+interface PositionAndValues {
   stage_id?: string;
   status_id?: string | null;
   metadata?: Record<string, unknown>;
+}
+
+interface NewItemReferences extends PositionAndValues {
+  pipeline_id: string;
 }
 
 function throwIfAny(problems: FieldProblem[]): void {
@@ -60,6 +64,20 @@ function checkPosition(pipeline: PipelineDoc, stageId: string | undefined, statu
   if (statusId && !pipeline.statuses.some((status) => status.status_id === statusId)) {
     problems.push({ path: 'status_id', message: 'is not a status of this pipeline' });
   }
+}
+
+/** Every problem of a position and custom values against a pipeline, with the validated values. */
+function checkAgainstPipeline(pipeline: PipelineDoc, input: PositionAndValues, mode: 'create' | 'update'): { custom: CustomValues; problems: FieldProblem[] } {
+  const problems: FieldProblem[] = [];
+  checkPosition(pipeline, input.stage_id, input.status_id, problems);
+  let custom: CustomValues = {};
+  try {
+    custom = validateMetadata(pipeline, input.metadata ?? {}, mode);
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    problems.push(...error.errors);
+  }
+  return { custom, problems };
 }
 
 /** `If-Match: "3"` (or a weak `W/"3"`) names the version the client expects. */
@@ -92,16 +110,15 @@ export class ItemsService {
   async checkNewItem(companyId: string, input: NewItemReferences): Promise<{ pipeline?: PipelineDoc; custom: CustomValues; problems: FieldProblem[] }> {
     const pipeline = await this.deps.pipelines.findCached(companyId, input.pipeline_id);
     if (!pipeline) return { custom: {}, problems: [{ path: 'pipeline_id', message: 'is not a pipeline of this company' }] };
-    const problems: FieldProblem[] = [];
-    checkPosition(pipeline, input.stage_id, input.status_id, problems);
-    let custom: CustomValues = {};
-    try {
-      custom = mergeCustom({}, validateMetadata(pipeline, input.metadata ?? {}, 'create'));
-    } catch (error) {
-      if (!(error instanceof ValidationError)) throw error;
-      problems.push(...error.errors);
-    }
-    return { pipeline, custom, problems };
+    const { custom, problems } = checkAgainstPipeline(pipeline, input, 'create');
+    return { pipeline, custom: mergeCustom({}, custom), problems };
+  }
+
+  /** For a PATCH body that failed its schema: its well-formed position and custom values against the item's pipeline. */
+  async updateReferenceProblems(companyId: string, itemId: string, input: PositionAndValues): Promise<FieldProblem[]> {
+    const current = await this.deps.items.findById(companyId, itemId);
+    if (!current) return []; // the 404 comes once the body is valid
+    return checkAgainstPipeline(await this.pipelineFor(companyId, current.pipeline_id), input, 'update').problems;
   }
 
   async create(auth: Actor, body: z.infer<typeof createItemBody>): Promise<ItemResponse> {
@@ -157,15 +174,7 @@ export class ItemsService {
       if (!current) throw new NotFoundError('Item');
       const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
 
-      const problems: FieldProblem[] = [];
-      checkPosition(pipeline, body.stage_id, body.status_id, problems);
-      let metadata: CustomValues = {};
-      try {
-        metadata = validateMetadata(pipeline, body.metadata ?? {}, 'update');
-      } catch (error) {
-        if (!(error instanceof ValidationError)) throw error;
-        problems.push(...error.errors);
-      }
+      const { custom: metadata, problems } = checkAgainstPipeline(pipeline, body, 'update');
       throwIfAny(problems);
 
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, current.version)) {

@@ -55,6 +55,12 @@ describe('SSRF guard', () => {
     expect(body.errors).toEqual([{ path: 'target_url', message: 'resolves to a private, loopback or otherwise internal address' }]);
   });
 
+  it('reports a forbidden target alongside a schema problem of the same body', async () => {
+    const tenant = await createTenant(app);
+    const body = expectProblem(await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'http://10.1.2.3/', event: 'no.such.event' }), 400, 'validation_failed');
+    expect(body.errors.map((error: { path: string }) => error.path).sort()).toEqual(['event', 'target_url']);
+  });
+
   it('accepts a name that resolves to a public address', async () => {
     const tenant = await createTenant(app);
     expect((await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://public.test/hook', event: '*' })).statusCode).toBe(201);

@@ -109,6 +109,10 @@ describe('create and update rules', () => {
     expect(paths(mixed).sort()).toEqual(['name', 'stage_id', 'status_id']);
     const unknownPipeline = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { pipeline_id: other.pipelineId, stage_id: tenant.stageIds[0] }), 400, 'validation_failed');
     expect(paths(unknownPipeline).sort()).toEqual(['name', 'pipeline_id']);
+    // On PATCH too: the item's pipeline judges the well-formed stage while the name fails its schema.
+    const item = await createItem(t.app, tenant, { metadata: { region: 'x' } });
+    const patchMixed = expectProblem(await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: '', stage_id: other.stageIds[0] }), 400, 'validation_failed');
+    expect(paths(patchMixed).sort()).toEqual(['name', 'stage_id']);
     // Only well-formed values are looked up: an over-long id is the schema's problem alone.
     const overLong = expectProblem(await ext(t.app, tenant.key, 'POST', '/items', { pipeline_id: 'p'.repeat(5_000), stage_id: tenant.stageIds[0] }), 400, 'validation_failed');
     expect(overLong.errors.map((error: { path: string; message: string }) => error.path).sort()).toEqual(['name', 'pipeline_id']);
