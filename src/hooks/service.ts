@@ -33,8 +33,7 @@ export class HooksService {
 
   /** Subscribing again to the same target and event returns that hook (same id and secret), re-enabled. */
   async subscribe(caller: Caller, body: CreateHookBody): Promise<CreatedHookResponse> {
-    const problems = await this.targetProblems(body.target_url);
-    if (problems.length > 0) throw new ValidationError(problems);
+    ValidationError.throwIfAny(await this.targetProblems(body.target_url));
     const hook = await this.deps.hooks.subscribe({
       _id: newId('hook'),
       company_id: caller.companyId,

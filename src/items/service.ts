@@ -53,10 +53,6 @@ interface NewItemReferences extends PositionAndValues {
   pipeline_id: string;
 }
 
-function throwIfAny(problems: FieldProblem[]): void {
-  if (problems.length > 0) throw new ValidationError(problems);
-}
-
 function checkPosition(pipeline: PipelineDoc, stageId: string | undefined, statusId: string | null | undefined, problems: FieldProblem[]): void {
   if (stageId !== undefined && !pipeline.stages.some((stage) => stage.stage_id === stageId)) {
     problems.push({ path: 'stage_id', message: 'is not a stage of this pipeline' });
@@ -175,7 +171,7 @@ export class ItemsService {
       const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
 
       const { custom: metadata, problems } = checkAgainstPipeline(pipeline, body, 'update');
-      throwIfAny(problems);
+      ValidationError.throwIfAny(problems);
 
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, current.version)) {
         throw new PreconditionFailedError(current.version);

@@ -32,10 +32,6 @@ function checkDuplicateDetection(config: DuplicateDetection, fields: FieldDefini
   });
 }
 
-function throwIfAny(problems: FieldProblem[]): void {
-  if (problems.length > 0) throw new ValidationError(problems);
-}
-
 export async function createPipeline(
   repo: PipelinesRepository,
   companyId: string,
@@ -45,7 +41,7 @@ export async function createPipeline(
   const problems: FieldProblem[] = [];
   checkFieldNamesUnique(body.fields, problems);
   checkDuplicateDetection(duplicateDetection, body.fields, problems);
-  throwIfAny(problems);
+  ValidationError.throwIfAny(problems);
   const now = new Date();
   return repo.insert({
     _id: newId('pipeline'),
@@ -101,7 +97,7 @@ export function applyPipelineUpdate(current: PipelineDoc, body: z.infer<typeof u
   if (fields.length > 100) problems.push({ path: 'fields', message: 'a pipeline has at most 100 fields' });
   const duplicateDetection = body.duplicate_detection ?? current.duplicate_detection;
   checkDuplicateDetection(duplicateDetection, fields, problems);
-  throwIfAny(problems);
+  ValidationError.throwIfAny(problems);
   return {
     ...current,
     name: body.name ?? current.name,

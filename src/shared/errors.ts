@@ -30,6 +30,10 @@ export class ValidationError extends AppError {
   static single(path: string, message: string): ValidationError {
     return new ValidationError([{ path, message }]);
   }
+  /** Checks collect every problem first; this reports them all at once, if there are any. */
+  static throwIfAny(problems: FieldProblem[]): void {
+    if (problems.length > 0) throw new ValidationError(problems);
+  }
 }
 
 export class InvalidJsonError extends AppError {

@@ -74,15 +74,10 @@ export class TasksService {
     return problems;
   }
 
-  private async checkReferences(companyId: string, refs: { assigned_to?: string; item_id?: string | null }): Promise<void> {
-    const problems = await this.referenceProblems(companyId, refs);
-    if (problems.length > 0) throw new ValidationError(problems);
-  }
-
   async create(actor: TaskActor, body: CreateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
     const assignedTo = body.assigned_to ?? actor.userId;
     // The key's creator was checked when the key was made (users are never deleted): no lookup for the default.
-    await this.checkReferences(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id });
+    ValidationError.throwIfAny(await this.referenceProblems(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id }));
     const now = new Date();
     const isCompleted = body.is_completed ?? false;
     const doc: TaskDoc = {
@@ -126,7 +121,7 @@ export class TasksService {
    * completion transition and its events are never computed from a stale read. A no-op writes nothing.
    */
   async update(actor: TaskActor, taskId: string, body: UpdateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
-    await this.checkReferences(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id });
+    ValidationError.throwIfAny(await this.referenceProblems(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id }));
     for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
       const current = await this.deps.tasks.findById(actor.companyId, taskId);
       if (!current) throw new NotFoundError('Task');
