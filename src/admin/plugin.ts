@@ -4,7 +4,7 @@ import { apiKeysAdminRoutes } from '../auth/api-keys.admin-routes.js';
 import { companiesAdminRoutes } from '../companies/admin-routes.js';
 import { pipelinesAdminRoutes } from '../pipelines/admin-routes.js';
 import { AppError, NotFoundError } from '../shared/errors.js';
-import { sendProblem } from '../http/problem.js';
+import { answerUnknownRoute } from '../http/error-handler.js';
 import { usersAdminRoutes } from '../users/admin-routes.js';
 import { automationsAdminRoutes } from '../automations/admin-routes.js';
 
@@ -27,7 +27,7 @@ export const adminApi: FastifyPluginAsyncZod = async (app) => {
     }
   });
   // An unknown admin path passes the token check above too (401 before 404).
-  app.setNotFoundHandler((request, reply) => sendProblem(reply, new NotFoundError('Route')));
+  app.setNotFoundHandler(answerUnknownRoute);
   await app.register(companiesAdminRoutes);
   await app.register(usersAdminRoutes);
   await app.register(pipelinesAdminRoutes);

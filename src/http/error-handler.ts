@@ -111,8 +111,16 @@ export function handleFrameworkError(error: FastifyError, request: FastifyReques
   sendProblem(reply, new AppError(500, 'internal', 'Internal error', 'Something went wrong on our side'));
 }
 
+/**
+ * 404 for a path no route matches. Set at the root and again inside the /v1/ext/ and /v1/admin/
+ * plugins, so an unknown path there passes that plugin's auth hook first (401 before 404).
+ */
+export function answerUnknownRoute(request: FastifyRequest, reply: FastifyReply): void {
+  sendProblem(reply, new NotFoundError('Route'));
+}
+
 export function registerErrorHandling(app: FastifyInstance<any, any, any, any, any>): void {
-  app.setNotFoundHandler((request, reply) => sendProblem(reply, new NotFoundError('Route')));
+  app.setNotFoundHandler(answerUnknownRoute);
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     if (error instanceof AppError) return sendProblem(reply, error);

@@ -4,9 +4,8 @@ import { hooksRoutes } from '../hooks/routes.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
 import { itemsRoutes } from '../items/routes.js';
 import { pipelinesRoutes } from '../pipelines/routes.js';
-import { NotFoundError } from '../shared/errors.js';
 import { tasksRoutes } from '../tasks/routes.js';
-import { sendProblem } from './problem.js';
+import { answerUnknownRoute } from './error-handler.js';
 
 /** Everything under `/v1/ext/`: one auth hook and idempotency for all routes, then the features. */
 export const extApi: FastifyPluginAsyncZod = async (app) => {
@@ -14,7 +13,7 @@ export const extApi: FastifyPluginAsyncZod = async (app) => {
   app.addHook('onRequest', authenticate);
   // An unknown path under /v1/ext/ passes the onRequest auth hook above like any other request
   // (401 before 404, one rate-limit slot), then gets 404.
-  app.setNotFoundHandler((request, reply) => sendProblem(reply, new NotFoundError('Route')));
+  app.setNotFoundHandler(answerUnknownRoute);
   registerIdempotency(app, app.repos.idempotency);
   await app.register(pipelinesRoutes);
   await app.register(itemsRoutes);
