@@ -59,6 +59,5 @@ export function responseJsonSchema(schema: z.ZodType): JsonSchema {
  * keep their additional properties.
  */
 export function zodResponseSerializerCompiler({ schema }: { schema: unknown }): (data: unknown) => string {
-  const jsonSchema = schema instanceof z.ZodType ? responseJsonSchema(schema) : (schema as JsonSchema);
-  return fastJson(jsonSchema as never) as (data: unknown) => string;
+  return fastJson(responseJsonSchema(schema as z.ZodType) as never) as (data: unknown) => string;
 }
