@@ -1,7 +1,18 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-const ROOT = new URL('..', import.meta.url).pathname;
+/**
+ * The compiled tree (`dist/bench`, from tsconfig.bench.json) this module runs from: `npm run bench`
+ * compiles first, so every process runs plain JavaScript as in production (`npm start`), without
+ * tsx's loader thread and its memory in the RSS figures.
+ */
+const COMPILED_ROOT = new URL('..', import.meta.url).pathname;
+
+/** The compiled file of a source path such as `src/server.ts`. */
+export function compiled(script: string): string {
+  return join(COMPILED_ROOT, script.replace(/\.ts$/, '.js'));
+}
 
 /**
  * Every process the benchmark starts is registered here, so that a failure, a timeout or Ctrl-C
@@ -27,22 +38,21 @@ export class Children {
     await this.stopAll();
   }
 
-  /** `node [nodeArgs] --import tsx <script>` from the repository root; stderr is passed through. */
-  spawnTs(
+  /** `node [nodeArgs] <script>` with `script` a source path (`src/server.ts`) run from its compiled file; stderr is passed through. */
+  spawnNode(
     name: string,
     script: string,
     env: Record<string, string>,
     options: { nodeArgs?: string[]; stdout?: 'pipe' | 'ignore' | number; backend?: boolean } = {},
   ): ChildProcess {
-    return this.spawn(name, process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', script], {
-      cwd: ROOT,
+    return this.spawn(name, process.execPath, [...(options.nodeArgs ?? []), compiled(script)], {
       env: { ...process.env, ...env },
       stdio: ['ignore', options.stdout ?? 'ignore', 'inherit'],
     }, options.backend);
   }
 
   spawn(name: string, command: string, args: string[], options: SpawnOptions, backend = false): ChildProcess {
-    const child = spawn(command, args, { cwd: ROOT, ...options });
+    const child = spawn(command, args, options);
     // A detached child leads its own process group: signals go to the group, so its own children end too.
     this.running.set(child, { name, backend, group: options.detached === true });
     child.once('exit', () => this.running.delete(child));

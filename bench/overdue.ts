@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { MongoClient, type Document } from 'mongodb';
 import { pino } from 'pino';
 import { hasRedisServerBinary, PrivateRedisServer } from '../src/dev/redis-server.js';
+import { compiled } from './children.js';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { newId } from '../src/shared/ids.js';
 import { createQueue, EVENT_QUEUES } from '../src/shared/queues.js';
@@ -24,7 +25,7 @@ const MB = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 /** `npm run mongo:standin` on a free port; resolves with its URI once it accepts connections. */
 async function spawnStandin(): Promise<{ uri: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/dev/mongo-standin/cli.ts', '--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const child = spawn(process.execPath, [compiled('src/dev/mongo-standin/cli.ts'), '--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
   for await (const line of createInterface({ input: child.stdout! })) {
     if (line.startsWith('ready ')) return { uri: line.slice('ready '.length), child };
   }

@@ -38,7 +38,7 @@ export interface Stack {
 
 /** The MongoDB stand-in in its own process, so the web process's CPU and memory are its own. */
 async function startStandin(children: Children, nodeArgs: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const child = children.spawnTs('mongo-standin', 'src/dev/mongo-standin/cli.ts', {}, { stdout: 'pipe', backend: true, nodeArgs });
+  const child = children.spawnNode('mongo-standin', 'src/dev/mongo-standin/cli.ts', {}, { stdout: 'pipe', backend: true, nodeArgs });
   const url = await waitForLine(child, 'ready ', 30_000);
   return { url, child };
 }
@@ -88,7 +88,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
   };
 
   const webPort = await freePort();
-  const webChild = children.spawnTs('web', 'src/server.ts', {
+  const webChild = children.spawnNode('web', 'src/server.ts', {
     ...common,
     PORT: String(webPort),
     HOST: '127.0.0.1',
@@ -98,7 +98,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
   const web = { url: `http://127.0.0.1:${webPort}`, child: webChild };
 
   const baselinePort = await freePort();
-  const baselineChild = children.spawnTs('baseline', 'bench/baseline-server.ts', {
+  const baselineChild = children.spawnNode('baseline', 'bench/baseline-server.ts', {
     PORT: String(baselinePort), MONGO_URL: mongoUrl, MONGO_DB: dbName, REDIS_URL: redisServer.url, QUEUE_PREFIX: queuePrefix,
   }, { stdout: log('baseline') });
   const baseline = { url: `http://127.0.0.1:${baselinePort}`, child: baselineChild };
@@ -122,7 +122,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
     children,
     async startWorker() {
       const metricsPort = await freePort();
-      const worker = children.spawnTs('worker', 'workers/main.ts', {
+      const worker = children.spawnNode('worker', 'workers/main.ts', {
         ...common,
         WORKERS: 'hooks,relay',
         METRICS_PORT: String(metricsPort),

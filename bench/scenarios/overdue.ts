@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline';
-import type { Children } from '../children.js';
+import { compiled, type Children } from '../children.js';
 import type { Row } from '../report.js';
 
 const TIMEOUT_MS = 6 * 60_000;
@@ -10,7 +10,7 @@ const TIMEOUT_MS = 6 * 60_000;
  */
 export async function runOverdueBench(children: Children): Promise<Row[]> {
   console.log('Overdue scan (npm run bench:overdue)');
-  const child = children.spawn('bench:overdue', process.execPath, ['--import', 'tsx', 'bench/overdue.ts'], {
+  const child = children.spawn('bench:overdue', process.execPath, [compiled('bench/overdue.ts')], {
     stdio: ['ignore', 'pipe', 'inherit'],
     detached: true,
   });

@@ -147,7 +147,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
   await fanout.close();
 
   const bareQueue = new Queue<EventEnvelope, unknown, string>(BARE_QUEUE, { ...settings, defaultJobOptions: DEFAULT_JOB_OPTIONS });
-  const bareWorker = stack.children.spawnTs('bare-webhook-worker', 'bench/bare-webhook-worker.ts', {
+  const bareWorker = stack.children.spawnNode('bare-webhook-worker', 'bench/bare-webhook-worker.ts', {
     REDIS_URL: stack.redisUrl, QUEUE_PREFIX: stack.queuePrefix, QUEUE_NAME: BARE_QUEUE, CONCURRENCY: String(HOOK_CONCURRENCY), TARGET_URL: receiver.url('/bare'),
   }, { stdout: 'pipe' });
   cpuMeter.watch('bare-worker', bareWorker.pid);
