@@ -100,7 +100,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
   const baselinePort = await freePort();
   const baselineChild = children.spawnNode('baseline', 'bench/baseline-server.ts', {
     PORT: String(baselinePort), MONGO_URL: mongoUrl, MONGO_DB: dbName, REDIS_URL: redisServer.url, QUEUE_PREFIX: queuePrefix,
-  }, { stdout: log('baseline') });
+  }, { stdout: log('baseline'), nodeArgs: profileArgs(options, 'baseline') });
   const baseline = { url: `http://127.0.0.1:${baselinePort}`, child: baselineChild };
 
   await Promise.all([waitForHttp(`${web.url}/healthz`, webChild, 60_000), waitForHttp(`${baseline.url}/hello`, baselineChild, 60_000)]);

@@ -286,6 +286,28 @@ describe('unique indexes', () => {
     expect(await c.findOne({ slug: 'b' })).not.toBeNull();
   });
 
+  it('keeps index entries right when updates touch other fields, dotted paths and renames', async () => {
+    const c = coll();
+    await c.createIndex({ 'a.b': 1 }, { unique: true, name: 'ab' });
+    await c.createIndex({ tenant: 1, n: 1 }, { name: 'tenant_n' });
+    await c.insertMany([
+      { _id: 'one' as never, tenant: 't', n: 1, a: { b: 1 } },
+      { _id: 'two' as never, tenant: 't', n: 2, a: { b: 2 }, x: 7 },
+    ]);
+    await c.updateOne({ _id: 'one' as never }, { $set: { other: 'changed' } });
+    expect(await c.findOne({ tenant: 't', n: 1 })).toMatchObject({ _id: 'one', other: 'changed' });
+    expect((await expectServerError(c.insertOne({ a: { b: 1 } }))).code).toBe(11000);
+
+    await c.updateOne({ _id: 'one' as never }, { $set: { 'a.b': 10 } });
+    expect(await c.findOne({ 'a.b': 10 })).toMatchObject({ _id: 'one' });
+    expect(await c.findOne({ 'a.b': 1 })).toBeNull();
+    await c.insertOne({ a: { b: 1 } }); // the old key is free again
+
+    await c.updateOne({ _id: 'two' as never }, { $rename: { x: 'n' } }); // replaces n: 2
+    expect(await c.findOne({ tenant: 't', n: 7 })).toMatchObject({ _id: 'two' });
+    expect(await c.findOne({ tenant: 't', n: 2 })).toBeNull();
+  });
+
   it('fails to build a unique index over existing duplicates', async () => {
     const c = coll();
     await c.insertMany([{ k: 1 }, { k: 1 }]);

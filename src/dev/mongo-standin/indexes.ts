@@ -105,6 +105,11 @@ export class Index {
     return !this.isId && !this.partial && !this.fields.some((f) => /(^|\.)\d+(\.|$)/.test(f));
   }
 
+  /** Whether an update touching these top-level fields can change this index's entries (a partial one: always). */
+  mayChange(touched: Set<string>): boolean {
+    return this.partial !== undefined || this.fields.some((field) => touched.has(field.split('.')[0]));
+  }
+
   covers(doc: Doc): boolean {
     return !this.partial || this.partial(doc);
   }

@@ -42,13 +42,17 @@ export class Collection {
     return doc;
   }
 
-  /** Swaps in a new version of a stored document (same _id), enforcing unique indexes. */
-  replace(id: string, next: Doc): void {
+  /**
+   * Swaps in a new version of a stored document (same _id), enforcing unique indexes. With the
+   * top-level fields the update touched, indexes on none of them are left alone without a look.
+   */
+  replace(id: string, next: Doc, touched?: Set<string>): void {
     const prev = this.docs.get(id);
     if (!prev) fail('InternalError', 'replace of a missing document');
     const doc = withIdFirst(next);
-    const keys = this.checkedKeys(doc, id);
-    this.secondary.forEach((idx, i) => {
+    const affected = touched ? this.secondary.filter((idx) => idx.mayChange(touched)) : this.secondary;
+    const keys = this.checkedKeys(doc, id, affected);
+    affected.forEach((idx, i) => {
       const old = idx.keys(prev);
       if (old && keys[i] && sameKeys(old, keys[i])) return; // most updates leave most indexes alone
       if (old) idx.remove(id, old);
@@ -69,8 +73,8 @@ export class Collection {
   }
 
   /** Keys for every secondary index, throwing E11000 on a unique conflict. */
-  private checkedKeys(doc: Doc, selfId: string | undefined): Array<IndexKeys | null> {
-    return this.secondary.map((idx) => {
+  private checkedKeys(doc: Doc, selfId: string | undefined, indexes = this.secondary): Array<IndexKeys | null> {
+    return indexes.map((idx) => {
       const keys = idx.keys(doc);
       const clash = keys && idx.conflict(keys, selfId);
       if (clash) throw idx.duplicateError(this.ns, clash);

@@ -49,6 +49,22 @@ export function parseUpdate(u: unknown): UpdateSpec {
   return { kind: 'operators', ops: u };
 }
 
+/**
+ * The top-level fields an update may change, or undefined when it may change any (a replacement or
+ * a pipeline). Lets storage leave alone the indexes an update cannot affect, as MongoDB does.
+ */
+export function touchedFields(spec: UpdateSpec): Set<string> | undefined {
+  if (spec.kind !== 'operators') return undefined;
+  const fields = new Set<string>();
+  for (const [op, paths] of Object.entries(spec.ops)) {
+    for (const [path, value] of Object.entries(paths as Doc)) {
+      fields.add(path.split('.')[0]);
+      if (op === '$rename' && typeof value === 'string') fields.add(value.split('.')[0]);
+    }
+  }
+  return fields;
+}
+
 export interface ApplyOptions {
   arrayFilters?: Doc[];
   /** The query that selected the document (needed for the positional `$`). */

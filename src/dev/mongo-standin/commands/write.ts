@@ -5,7 +5,7 @@
 import { asCommandError, fail } from '../errors.js';
 import { compileFilter, parseSort, projectDocs, sortDocs } from '../query.js';
 import type { Collection } from '../storage.js';
-import { applyUpdate, parseUpdate, upsertSeed, type UpdateSpec } from '../updates.js';
+import { applyUpdate, parseUpdate, touchedFields, upsertSeed, type UpdateSpec } from '../updates.js';
 import { type Doc, isPlainObject, keyOf } from '../values.js';
 import {
   checkCollation, checkFields, checkHint, collectionName, type Handler, optionalDoc, type Request, rejectOptions,
@@ -90,11 +90,12 @@ function updateMatching(req: Request, name: string, filter: Doc | undefined, spe
   const tally = opts.tally ?? { n: 0, nModified: 0 };
   let nModified = 0;
   let after: Doc | undefined;
+  const touched = touchedFields(spec);
   for (const doc of targets) {
     const res = applyUpdate(doc, spec, { filter, arrayFilters: opts.arrayFilters });
     after = res.doc;
     if (res.modified) {
-      coll!.replace(keyOf(doc._id), res.doc);
+      coll!.replace(keyOf(doc._id), res.doc, touched);
       nModified++;
       tally.nModified++;
     }
