@@ -11,12 +11,12 @@ import { Redis } from 'ioredis';
 import { MongoClient, type Document } from 'mongodb';
 import { pino } from 'pino';
 import { hasRedisServerBinary, PrivateRedisServer } from '../src/dev/redis-server.js';
-import { compiled } from './children.js';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { newId } from '../src/shared/ids.js';
 import { createQueue, EVENT_QUEUES } from '../src/shared/queues.js';
 import { overdueBatchQuery, scanOverdueTasks, type OverdueScanDeps } from '../src/tasks/overdue.js';
 import { TasksRepository, type TaskDoc } from '../src/tasks/repository.js';
+import { compiled } from './children.js';
 
 const TOTAL = 100_000;
 const OVERDUE = 10_000;

@@ -1,5 +1,5 @@
 // Top self-time functions of a V8 .cpuprofile (from `node --cpu-prof`), e.g. the web process's
-// profile written by `npm run bench -- --profile`. Standalone: `tsx bench/profile.ts FILE [TOP]`.
+// profile written by `npm run bench -- --profile`. Standalone: `npx tsx bench/profile.ts FILE [TOP]`.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -18,7 +18,8 @@ interface CpuProfile {
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 function where(node: ProfileNode): string {
-  const url = node.callFrame.url.replace(/^file:\/\//, '').replace(ROOT, '');
+  // Paths relative to the repository, also for the compiled tree the benchmark runs (dist/bench/).
+  const url = node.callFrame.url.replace(/^file:\/\//, '').replace(ROOT, '').replace(/^dist\/bench\//, '');
   const name = node.callFrame.functionName || '(anonymous)';
   return url ? `${name} ${url}:${node.callFrame.lineNumber + 1}` : name;
 }
