@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-FROM node:20-bookworm-slim AS build
+# Node 24 LTS for both stages (engines in package.json: 20.19+, 22.12+ and later lines).
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci
@@ -8,7 +9,7 @@ COPY src ./src
 COPY workers ./workers
 RUN npm run build
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -16,4 +17,7 @@ RUN npm ci --omit=dev && npm cache clean --force
 COPY --from=build /app/dist ./dist
 USER node
 EXPOSE 3000
-CMD ["npm", "start"]
+# node itself receives SIGTERM (exec form, no npm or shell in between) and drains before exiting.
+# Run under an init for signal forwarding and zombie reaping: `docker run --init`, or `init: true` in compose.
+# The worker image is the same with `node dist/workers/main.js` as its command.
+CMD ["node", "dist/src/server.js"]

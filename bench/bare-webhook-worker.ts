@@ -4,9 +4,9 @@
 // Env: REDIS_URL, QUEUE_PREFIX, QUEUE_NAME, CONCURRENCY, TARGET_URL. Prints `ready` once it consumes.
 import { Worker } from 'bullmq';
 import { Agent, request } from 'undici';
-import type { EventEnvelope } from '../src/events/envelope.js';
 import { webhookBody } from '../src/hooks/signing.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
+import type { EventEnvelope } from '../src/events/envelope.js';
 
 const env = (name: string) => {
   const value = process.env[name];
@@ -42,5 +42,5 @@ const stop = async () => {
   connection.disconnect();
   process.exit(0);
 };
-process.once('SIGTERM', stop);
-process.once('SIGINT', stop);
+process.once('SIGTERM', () => void stop());
+process.once('SIGINT', () => void stop());

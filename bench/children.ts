@@ -45,10 +45,16 @@ export class Children {
     env: Record<string, string>,
     options: { nodeArgs?: string[]; stdout?: 'pipe' | 'ignore' | number; backend?: boolean } = {},
   ): ChildProcess {
-    return this.spawn(name, process.execPath, [...(options.nodeArgs ?? []), compiled(script)], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', options.stdout ?? 'ignore', 'inherit'],
-    }, options.backend);
+    return this.spawn(
+      name,
+      process.execPath,
+      [...(options.nodeArgs ?? []), compiled(script)],
+      {
+        env: { ...process.env, ...env },
+        stdio: ['ignore', options.stdout ?? 'ignore', 'inherit'],
+      },
+      options.backend,
+    );
   }
 
   spawn(name: string, command: string, args: string[], options: SpawnOptions, backend = false): ChildProcess {
@@ -108,7 +114,8 @@ export async function waitForLine(child: ChildProcess, prefix: string, timeoutMs
 export async function waitForHttp(url: string, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${url}: the process exited (${child.exitCode ?? child.signalCode}) before answering`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`${url}: the process exited (${child.exitCode ?? child.signalCode}) before answering`);
     try {
       const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
       if (response.ok) return;

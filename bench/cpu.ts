@@ -17,7 +17,12 @@ function cpuSecondsOf(pid: number): number | undefined {
 /** CPU seconds all processes of the machine have used (busy time of every core, from /proc/stat). */
 function machineBusySeconds(): number | undefined {
   try {
-    const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+    const [, user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = readFileSync('/proc/stat', 'utf8')
+      .split('\n', 1)
+      .join('')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
     return (user + nice + system + irq + softirq + steal) / TICKS_PER_SECOND;
   } catch {
     return undefined;
@@ -40,7 +45,8 @@ export class CpuMeter {
   snapshot(): CpuSnapshot {
     const seconds = new Map<string, number>();
     for (const [name, pid] of this.pids) {
-      const used = name === 'bench' ? process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 : cpuSecondsOf(pid);
+      const used =
+        name === 'bench' ? process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 : cpuSecondsOf(pid);
       if (used !== undefined) seconds.set(name, used);
     }
     return { at: performance.now(), seconds, machine: machineBusySeconds() };
@@ -52,7 +58,9 @@ export class CpuMeter {
    */
   usedSince(before: CpuSnapshot): CpuUsage {
     const now = this.snapshot();
-    const used = new Map([...now.seconds].map(([name, seconds]) => [name, seconds - (before.seconds.get(name) ?? seconds)]));
+    const used = new Map(
+      [...now.seconds].map(([name, seconds]) => [name, seconds - (before.seconds.get(name) ?? seconds)]),
+    );
     if (now.machine !== undefined && before.machine !== undefined) {
       const ours = [...used.values()].reduce((sum, seconds) => sum + seconds, 0);
       used.set('others', Math.max(0, now.machine - before.machine - ours));

@@ -1,4 +1,5 @@
 import autocannon from 'autocannon';
+import { must } from '../src/shared/must.js';
 import { cpuMeter, formatUsage } from './cpu.js';
 
 /** One side of a comparison: where to send what. Built afresh for every run (rotations, versions). */
@@ -69,7 +70,8 @@ export async function fire(target: LoadTarget, seconds: number, connections: num
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+  const upper = must(sorted[middle], 'a value (runs >= 1)');
+  return sorted.length % 2 ? upper : ((sorted[middle - 1] ?? upper) + upper) / 2;
 }
 
 function medianFigures(runs: Figures[]): Figures {
@@ -79,8 +81,10 @@ function medianFigures(runs: Figures[]): Figures {
     p99: median(runs.map((run) => run.p99)),
     failures: runs.reduce((sum, run) => sum + run.failures, 0),
     requests: runs.reduce((sum, run) => sum + run.requests, 0),
-    cpu: runs[runs.length - 1].cpu,
-    serverCpuMs: runs.some((run) => run.serverCpuMs === undefined) ? undefined : median(runs.map((run) => run.serverCpuMs!)),
+    cpu: must(runs.at(-1), 'a run').cpu,
+    serverCpuMs: runs.some((run) => run.serverCpuMs === undefined)
+      ? undefined
+      : median(runs.map((run) => run.serverCpuMs!)),
   };
 }
 
@@ -106,11 +110,15 @@ export async function compare(
   await fire(await baseline(), settings.warmupSeconds, settings.connections);
   const oursRuns: Figures[] = [];
   const baselineRuns: Figures[] = [];
+  let oursLast: Figures | undefined;
+  let baselineLast: Figures | undefined;
   for (let run = 0; run < settings.runs; run++) {
-    oursRuns.push(await fire(await ours(), settings.runSeconds, settings.connections));
-    baselineRuns.push(await fire(await baseline(), settings.runSeconds, settings.connections));
-    process.stdout.write(`, run ${run + 1}: ${oursRuns[run].rps.toFixed(0)} vs ${baselineRuns[run].rps.toFixed(0)} req/s`);
+    oursLast = await fire(await ours(), settings.runSeconds, settings.connections);
+    baselineLast = await fire(await baseline(), settings.runSeconds, settings.connections);
+    oursRuns.push(oursLast);
+    baselineRuns.push(baselineLast);
+    process.stdout.write(`, run ${run + 1}: ${oursLast.rps.toFixed(0)} vs ${baselineLast.rps.toFixed(0)} req/s`);
   }
-  process.stdout.write(`\n    CPU ours: ${oursRuns[oursRuns.length - 1].cpu}; baseline: ${baselineRuns[baselineRuns.length - 1].cpu}\n`);
+  process.stdout.write(`\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}\n`);
   return { ours: medianFigures(oursRuns), baseline: medianFigures(baselineRuns), runs: settings.runs };
 }

@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const SCENARIO_GROUPS = ['crud', 'overhead', 'webhooks', 'memory', 'overdue'] as const;
+export const SCENARIO_GROUPS = ['crud', 'batch', 'overhead', 'webhooks', 'memory', 'overdue'] as const;
 export type ScenarioGroup = (typeof SCENARIO_GROUPS)[number];
 
 export interface BenchOptions {
@@ -41,18 +41,25 @@ export function parseOptions(argv: string[]): BenchOptions {
       console.log(USAGE);
       process.exit(0);
     }
-    const match = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
-    if (!match) throw new Error(`unknown argument ${arg}\n${USAGE}`);
-    flags.set(match[1], match[2] ?? 'true');
+    const [, name, value] = /^--([a-z-]+)(?:=(.*))?$/.exec(arg) ?? [];
+    if (name === undefined) throw new Error(`unknown argument ${arg}\n${USAGE}`);
+    flags.set(name, value ?? 'true');
   }
   const known = new Set(['quick', 'profile', 'only', 'runs', 'duration', 'soak']);
   for (const flag of flags.keys()) if (!known.has(flag)) throw new Error(`unknown option --${flag}\n${USAGE}`);
 
   const quick = flags.get('quick') === 'true';
-  const only = flags.get('only')?.split(',').map((name) => name.trim()) ?? [...SCENARIO_GROUPS];
-  for (const name of only) if (!(SCENARIO_GROUPS as readonly string[]).includes(name)) throw new Error(`unknown scenario group ${name}\n${USAGE}`);
+  const only = flags
+    .get('only')
+    ?.split(',')
+    .map((name) => name.trim()) ?? [...SCENARIO_GROUPS];
+  for (const name of only)
+    if (!(SCENARIO_GROUPS as readonly string[]).includes(name))
+      throw new Error(`unknown scenario group ${name}\n${USAGE}`);
   // --quick skips the overdue scan: on the stand-in it alone takes about two minutes.
-  const groups = new Set((only as ScenarioGroup[]).filter((group) => !(quick && group === 'overdue' && !flags.has('only'))));
+  const groups = new Set(
+    (only as ScenarioGroup[]).filter((group) => !(quick && group === 'overdue' && !flags.has('only'))),
+  );
 
   const outDir = join(tmpdir(), `pipeline-bench-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   mkdirSync(outDir, { recursive: true });

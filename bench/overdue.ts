@@ -25,8 +25,10 @@ const MB = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 /** `npm run mongo:standin` on a free port; resolves with its URI once it accepts connections. */
 async function spawnStandin(): Promise<{ uri: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [compiled('src/dev/mongo-standin/cli.ts'), '--port', '0'], { stdio: ['ignore', 'pipe', 'ignore'] });
-  for await (const line of createInterface({ input: child.stdout! })) {
+  const child = spawn(process.execPath, [compiled('src/dev/mongo-standin/cli.ts'), '--port', '0'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  for await (const line of createInterface({ input: child.stdout })) {
     if (line.startsWith('ready ')) return { uri: line.slice('ready '.length), child };
   }
   throw new Error('the MongoDB stand-in did not start');
@@ -38,7 +40,9 @@ const redisUrl = process.env.REDIS_URL ?? redisServer?.url;
 const client = await MongoClient.connect(process.env.MONGO_URL ?? standin!.uri);
 const db = client.db(`bench_overdue_${randomUUID().slice(0, 8)}`);
 const logger = pino({ level: 'warn' });
-console.log(`mongo: ${standin ? 'stand-in (child process)' : 'MONGO_URL'}; redis: ${redisUrl ?? 'none (events stay in the outbox)'}; database ${db.databaseName}`);
+console.log(
+  `mongo: ${standin ? 'stand-in (child process)' : 'MONGO_URL'}; redis: ${redisUrl ?? 'none (events stay in the outbox)'}; database ${db.databaseName}`,
+);
 
 // Overdue: open and past due. The rest must not fire: 30% completed and past due, the others due in the future.
 function taskAt(index: number, now: number): TaskDoc {
@@ -47,10 +51,25 @@ function taskAt(index: number, now: number): TaskDoc {
   const dueAt = new Date(overdue || completed ? now - (index + 1) * 1_000 : now + (index + 1) * 60_000);
   const at = new Date(now - 86_400_000);
   return {
-    _id: newId('task'), company_id: `cmp_bench${index % 50}`, title: `Task ${index}`, due_at: dueAt, assigned_to: 'usr_bench',
-    description: null, priority: 'none', task_type: 'call', item_id: null, duration_minutes: null, reminder_minutes: null, notes: null,
-    is_completed: completed, created_by: 'usr_bench', completed_at: completed ? at : null, created_at: at, updated_at: at,
-    revision: 1, overdue_fired_for: null,
+    _id: newId('task'),
+    company_id: `cmp_bench${index % 50}`,
+    title: `Task ${index}`,
+    due_at: dueAt,
+    assigned_to: 'usr_bench',
+    description: null,
+    priority: 'none',
+    task_type: 'call',
+    item_id: null,
+    duration_minutes: null,
+    reminder_minutes: null,
+    notes: null,
+    is_completed: completed,
+    created_by: 'usr_bench',
+    completed_at: completed ? at : null,
+    created_at: at,
+    updated_at: at,
+    revision: 1,
+    overdue_fired_for: null,
   };
 }
 
@@ -59,7 +78,10 @@ const tasks = new TasksRepository(db);
 const seedStart = performance.now();
 for (let offset = 0; offset < TOTAL; offset += CHUNK) {
   const now = Date.now();
-  await tasks.collection.insertMany(Array.from({ length: CHUNK }, (_, i) => taskAt(offset + i, now)), { ordered: false });
+  await tasks.collection.insertMany(
+    Array.from({ length: CHUNK }, (_, i) => taskAt(offset + i, now)),
+    { ordered: false },
+  );
   process.stdout.write(`\rseeding ${offset + CHUNK}/${TOTAL}`);
 }
 console.log(` in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`);
@@ -67,11 +89,17 @@ console.log(` in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`);
 if (!standin) {
   const plan = await overdueBatchQuery(tasks.collection, new Date(), 500).explain('executionStats');
   const stages: string[] = [];
-  for (let stage: Document | undefined = plan.queryPlanner.winningPlan.queryPlan ?? plan.queryPlanner.winningPlan; stage; stage = stage.inputStage) {
+  for (
+    let stage: Document | undefined = plan.queryPlanner.winningPlan.queryPlan ?? plan.queryPlanner.winningPlan;
+    stage;
+    stage = stage.inputStage
+  ) {
     stages.push(stage.indexName ? `${stage.stage}(${stage.indexName})` : stage.stage);
   }
   const stats = plan.executionStats;
-  console.log(`query plan of one batch: ${stages.join(' <- ')}; keys examined ${stats.totalKeysExamined}, docs examined ${stats.totalDocsExamined}, returned ${stats.nReturned}`);
+  console.log(
+    `query plan of one batch: ${stages.join(' <- ')}; keys examined ${stats.totalKeysExamined}, docs examined ${stats.totalDocsExamined}, returned ${stats.nReturned}`,
+  );
 } else {
   console.log('query plan: not available on the stand-in (no explain); set MONGO_URL to a real MongoDB');
 }
@@ -81,7 +109,9 @@ connection?.on('error', () => {});
 if (connection) await new Promise((resolve) => connection.once('ready', resolve));
 const prefix = `bench${randomUUID().slice(0, 8)}`;
 const queuePublisher = connection ? new QueueEventPublisher(db, { connection, prefix }, logger) : undefined;
-const publisher: OverdueScanDeps['publisher'] = queuePublisher ?? { publishAndClear: async () => Promise.reject(new Error('no Redis')) };
+const publisher: OverdueScanDeps['publisher'] = queuePublisher ?? {
+  publishAndClear: async () => Promise.reject(new Error('no Redis')),
+};
 
 // Peak heap includes garbage not yet collected; the live heap (sampled right after a forced GC) is what
 // the scan actually holds, and must stay flat however many tasks are overdue.
@@ -106,12 +136,18 @@ clearInterval(sampler);
 clearInterval(liveSampler);
 
 const firedInDb = await tasks.collection.countDocuments({ overdue_fired_for: { $ne: null } });
-console.log(`scan: ${(scanMs / 1000).toFixed(2)} s, fired ${result.fired} (in MongoDB: ${firedInDb}) in ${result.batches} batches, unpublished ${result.unpublished}`);
-const growth = (key: 'rss' | 'heapUsed' | 'liveHeap') => `${MB(peak[key])} (+${MB(peak[key] - (key === 'liveHeap' ? baseline.heapUsed : baseline[key]))})`;
-console.log(`memory (before the scan: RSS ${MB(baseline.rss)}, heap ${MB(baseline.heapUsed)}): peak RSS ${growth('rss')}, peak heap ${growth('heapUsed')}, peak live heap after GC ${growth('liveHeap')}`);
+console.log(
+  `scan: ${(scanMs / 1000).toFixed(2)} s, fired ${result.fired} (in MongoDB: ${firedInDb}) in ${result.batches} batches, unpublished ${result.unpublished}`,
+);
+const growth = (key: 'rss' | 'heapUsed' | 'liveHeap') =>
+  `${MB(peak[key])} (+${MB(peak[key] - (key === 'liveHeap' ? baseline.heapUsed : baseline[key]))})`;
+console.log(
+  `memory (before the scan: RSS ${MB(baseline.rss)}, heap ${MB(baseline.heapUsed)}): peak RSS ${growth('rss')}, peak heap ${growth('heapUsed')}, peak live heap after GC ${growth('liveHeap')}`,
+);
 
 await queuePublisher?.close();
-if (connection) for (const name of EVENT_QUEUES) await createQueue(name, { connection, prefix }).obliterate({ force: true });
+if (connection)
+  for (const name of EVENT_QUEUES) await createQueue(name, { connection, prefix }).obliterate({ force: true });
 connection?.disconnect();
 await db.dropDatabase();
 await client.close();

@@ -19,7 +19,10 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 function where(node: ProfileNode): string {
   // Paths relative to the repository, also for the compiled tree the benchmark runs (dist/bench/).
-  const url = node.callFrame.url.replace(/^file:\/\//, '').replace(ROOT, '').replace(/^dist\/bench\//, '');
+  const url = node.callFrame.url
+    .replace(/^file:\/\//, '')
+    .replace(ROOT, '')
+    .replace(/^dist\/bench\//, '');
   const name = node.callFrame.functionName || '(anonymous)';
   return url ? `${name} ${url}:${node.callFrame.lineNumber + 1}` : name;
 }
@@ -38,8 +41,14 @@ export function topSelfTime(file: string, top = 25): string[] {
   });
   const packages = new Map<string, number>();
   for (const [key, micros] of self) {
-    const match = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(key);
-    const group = match ? match[1] : key.includes(' src/') || key.includes(' workers/') ? '(our code)' : key.startsWith('(') ? key.split(' ')[0] : '(node internals)';
+    const dependency = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(key)?.[1];
+    const group =
+      dependency ??
+      (key.includes(' src/') || key.includes(' workers/')
+        ? '(our code)'
+        : key.startsWith('(')
+          ? (key.split(' ')[0] ?? key)
+          : '(node internals)');
     packages.set(group, (packages.get(group) ?? 0) + micros);
   }
   // Inclusive time of our own functions (src/, workers/): where the time goes below each of them.
@@ -55,15 +64,25 @@ export function topSelfTime(file: string, top = 25): string[] {
       inclusive.set(key, (inclusive.get(key) ?? 0) + (profile.timeDeltas[index] ?? 0));
     }
   });
-  const line = (micros: number, label: string) => `${((micros / total) * 100).toFixed(1).padStart(5)}%  ${(micros / 1000).toFixed(0).padStart(7)} ms  ${label}`;
+  const line = (micros: number, label: string) =>
+    `${((micros / total) * 100).toFixed(1).padStart(5)}%  ${(micros / 1000).toFixed(0).padStart(7)} ms  ${label}`;
   return [
     `total sampled ${(total / 1e6).toFixed(1)} s`,
     'by function:',
-    ...[...self].sort((a, b) => b[1] - a[1]).slice(0, top).map(([key, micros]) => line(micros, key)),
+    ...[...self]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([key, micros]) => line(micros, key)),
     'by package:',
-    ...[...packages].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([key, micros]) => line(micros, key)),
+    ...[...packages]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 15)
+      .map(([key, micros]) => line(micros, key)),
     'our functions, inclusive of what they call:',
-    ...[...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top).map(([key, micros]) => line(micros, key)),
+    ...[...inclusive]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([key, micros]) => line(micros, key)),
   ];
 }
 

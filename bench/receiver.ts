@@ -81,7 +81,7 @@ export class BenchReceiver {
   percentile(p: number): number {
     if (this.latencies.length === 0) return Number.NaN;
     const sorted = [...this.latencies].sort((a, b) => a - b);
-    return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+    return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
   }
 
   reset(): void {

@@ -7,7 +7,7 @@ function connectionPortsOf(pid: number, remotePort: number): Set<number> {
   for (const fd of readdirSync(`/proc/${pid}/fd`)) {
     try {
       const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-      if (match) inodes.add(match[1]);
+      if (match?.[1]) inodes.add(match[1]);
     } catch {
       // closed meanwhile
     }
@@ -21,10 +21,10 @@ function connectionPortsOf(pid: number, remotePort: number): Set<number> {
       continue;
     }
     for (const line of text.split('\n').slice(1)) {
-      const fields = line.trim().split(/\s+/);
-      if (fields.length < 10 || !inodes.has(fields[9])) continue;
-      const local = Number.parseInt(fields[1].split(':')[1], 16);
-      const remote = Number.parseInt(fields[2].split(':')[1], 16);
+      const [, localAddress = '', remoteAddress = '', , , , , , , inode = ''] = line.trim().split(/\s+/);
+      if (!inodes.has(inode)) continue;
+      const local = Number.parseInt(localAddress.split(':')[1] ?? '', 16);
+      const remote = Number.parseInt(remoteAddress.split(':')[1] ?? '', 16);
       if (remote === remotePort) ports.add(local);
     }
   }
@@ -43,7 +43,12 @@ export interface TripCount {
  * Counts what one process sends to Redis while `drive` runs `requests` requests one after another,
  * with MONITOR, keeping only that process's own connections.
  */
-export async function countRedisTrips(redisUrl: string, pid: number, requests: number, drive: () => Promise<void>): Promise<TripCount> {
+export async function countRedisTrips(
+  redisUrl: string,
+  pid: number,
+  requests: number,
+  drive: () => Promise<void>,
+): Promise<TripCount> {
   const redisPort = Number(new URL(redisUrl).port);
   const ports = connectionPortsOf(pid, redisPort);
   if (ports.size === 0) throw new Error(`process ${pid} has no connection to Redis on port ${redisPort}`);

@@ -18,7 +18,9 @@ export const int = (value: number) => Math.round(value).toLocaleString('en-US');
 export const ms = (value: number) => (value >= 100 ? `${Math.round(value)} ms` : `${value.toFixed(1)} ms`);
 
 function failures(figures: Figures): string {
-  return figures.failures > 0 ? ` (${int(figures.failures)} non-2xx/errors of ${int(figures.requests + figures.failures)})` : '';
+  return figures.failures > 0
+    ? ` (${int(figures.failures)} non-2xx/errors of ${int(figures.requests + figures.failures)})`
+    : '';
 }
 
 function cpuPerRequest(comparison: Comparison): string {
@@ -46,7 +48,16 @@ export function comparisonRow(scenario: string, comparison: Comparison, minRatio
 }
 
 export function renderTable(rows: Row[], runs: number): string {
-  const header = ['scenario', `ours (req/s, median of ${runs})`, 'p50', 'p99', 'baseline req/s', 'ratio', 'target', 'result'];
+  const header = [
+    'scenario',
+    `ours (req/s, median of ${runs})`,
+    'p50',
+    'p99',
+    'baseline req/s',
+    'ratio',
+    'target',
+    'result',
+  ];
   const notes: string[] = [];
   const lines = rows.map((row) => {
     let scenario = row.scenario;
@@ -55,7 +66,16 @@ export function renderTable(rows: Row[], runs: number): string {
       scenario += ` [${notes.length}]`;
     }
     const result = row.pass === undefined ? 'info' : row.pass ? 'PASS' : 'FAIL';
-    return [scenario, row.value, row.p50 ?? '', row.p99 ?? '', row.baseline ?? '', row.ratio === undefined ? '' : row.ratio.toFixed(2), row.target, result];
+    return [
+      scenario,
+      row.value,
+      row.p50 ?? '',
+      row.p99 ?? '',
+      row.baseline ?? '',
+      row.ratio === undefined ? '' : row.ratio.toFixed(2),
+      row.target,
+      result,
+    ];
   });
   const escape = (cell: string) => cell.replace(/\|/g, '\\|');
   const table = [header, header.map(() => '---'), ...lines].map((cells) => `| ${cells.map(escape).join(' | ')} |`);

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { must } from '../src/shared/must.js';
 
 const run = promisify(execFile);
 
@@ -49,7 +50,9 @@ export class RssSampler {
   writeCsv(file: string): void {
     const all = [...this.samples].flatMap(([name, list]) => list.map((sample) => ({ name, ...sample })));
     const start = Math.min(...all.map((sample) => sample.at));
-    const lines = all.sort((a, b) => a.at - b.at).map((sample) => `${((sample.at - start) / 1000).toFixed(0)},${sample.name},${sample.mb.toFixed(1)}`);
+    const lines = all
+      .sort((a, b) => a.at - b.at)
+      .map((sample) => `${((sample.at - start) / 1000).toFixed(0)},${sample.name},${sample.mb.toFixed(1)}`);
     writeFileSync(file, ['seconds,process,rss_mb', ...lines].join('\n') + '\n');
   }
 
@@ -77,17 +80,17 @@ export function flatness(samples: Array<{ at: number; mb: number }>): Flatness |
   if (samples.length === 0) return undefined;
   const values = samples.map((sample) => sample.mb);
   const sorted = [...values].sort((a, b) => a - b);
-  const median = sorted[Math.floor(sorted.length / 2)];
+  const median = must(sorted[Math.floor(sorted.length / 2)], 'a sample (checked above)');
   const spread = Math.max(...values.map((mb) => Math.abs(mb - median) / median)) * 100;
   const meanAt = samples.reduce((sum, sample) => sum + sample.at, 0) / samples.length;
   const meanMb = values.reduce((sum, mb) => sum + mb, 0) / samples.length;
   const covariance = samples.reduce((sum, sample) => sum + (sample.at - meanAt) * (sample.mb - meanMb), 0);
   const variance = samples.reduce((sum, sample) => sum + (sample.at - meanAt) ** 2, 0);
   return {
-    first: values[0],
-    last: values[values.length - 1],
-    min: sorted[0],
-    max: sorted[sorted.length - 1],
+    first: must(values[0], 'a first sample'),
+    last: must(values.at(-1), 'a last sample'),
+    min: must(sorted[0], 'a smallest sample'),
+    max: must(sorted.at(-1), 'a largest sample'),
     spreadPercent: spread,
     slopeMbPerMinute: variance === 0 ? 0 : (covariance / variance) * 60_000,
     floorFirst: Math.min(...values.slice(0, Math.max(1, Math.floor(values.length / 3)))),

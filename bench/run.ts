@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,overhead,webhooks,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,webhooks,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -13,6 +13,7 @@ import { topSelfTime } from './profile.js';
 import { BenchReceiver } from './receiver.js';
 import { renderTable, type Row } from './report.js';
 import { RssSampler } from './rss.js';
+import { runBatchScenario } from './scenarios/batch.js';
 import { runCrudScenarios } from './scenarios/crud.js';
 import { runMemorySoak } from './scenarios/memory.js';
 import { runOverdueBench } from './scenarios/overdue.js';
@@ -36,7 +37,10 @@ async function abort(reason: string, code: number): Promise<never> {
 process.once('SIGINT', () => void abort('interrupted', 130));
 process.once('SIGTERM', () => void abort('terminated', 143));
 process.on('exit', () => children.killAllNow());
-const deadline = setTimeout(() => void abort(`deadline of ${options.deadlineSeconds} s reached`, 1), options.deadlineSeconds * 1000);
+const deadline = setTimeout(
+  () => void abort(`deadline of ${options.deadlineSeconds} s reached`, 1),
+  options.deadlineSeconds * 1000,
+);
 
 /** Events of the CRUD scenarios (a company without hooks) queued while no worker ran: not the webhook scenario's work. */
 async function dropEventBacklog(stack: Stack): Promise<void> {
@@ -70,7 +74,9 @@ function describe(stack: Stack, opts: BenchOptions): string {
 async function main(): Promise<void> {
   const started = Date.now();
   const groups = options.groups;
-  console.log(`npm run bench${options.quick ? ' -- --quick' : ''}: starting the stand-in, Redis, web and baseline processes`);
+  console.log(
+    `npm run bench${options.quick ? ' -- --quick' : ''}: starting the stand-in, Redis, web and baseline processes`,
+  );
   const stack = await startStack(options, children);
   console.log(describe(stack, options));
   const sampler = new RssSampler().start();
@@ -78,7 +84,9 @@ async function main(): Promise<void> {
 
   const seedStart = Date.now();
   const seeded = await seed(stack, options.items);
-  console.log(`seeded 2 companies through the admin API and ${options.items.toLocaleString('en-US')} items by bulk insert in ${((Date.now() - seedStart) / 1000).toFixed(1)} s`);
+  console.log(
+    `seeded 2 companies through the admin API and ${options.items.toLocaleString('en-US')} items by bulk insert in ${((Date.now() - seedStart) / 1000).toFixed(1)} s`,
+  );
   const context = { stack, seeded, options };
   const measuring = cpuMeter.snapshot();
   const loadBefore = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
@@ -86,6 +94,7 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const elapsed = () => `(${((Date.now() - started) / 1000).toFixed(0)} s)`;
   if (groups.has('crud')) rows.push(...(await runCrudScenarios(context)));
+  if (groups.has('batch')) rows.push(...(await runBatchScenario(context)));
   if (groups.has('overhead')) rows.push(...(await runOverheadScenarios(context)));
   console.log(`request scenarios done ${elapsed()}`);
   if (groups.has('webhooks') || groups.has('memory')) {
@@ -106,14 +115,17 @@ async function main(): Promise<void> {
   }
   sampler.stop();
   sampler.writeCsv(join(options.outDir, 'rss.csv'));
-  const usage = `CPU during the scenarios (% of one core, ${cpus().length} cores): ${cpuMeter.since(measuring)}; load average before: ${loadBefore}` +
+  const usage =
+    `CPU during the scenarios (% of one core, ${cpus().length} cores): ${cpuMeter.since(measuring)}; load average before: ${loadBefore}` +
     ' — "others" is everything not started by the benchmark; when it is high the figures are unreliable';
   await stack.close();
 
   if (options.profile) printProfiles(options.outDir);
   if (groups.has('overdue')) rows.push(...(await runOverdueBench(children)));
 
-  console.log(`\n## npm run bench${options.quick ? ' -- --quick' : ''} (${new Date().toISOString().slice(0, 16)}Z, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  console.log(
+    `\n## npm run bench${options.quick ? ' -- --quick' : ''} (${new Date().toISOString().slice(0, 16)}Z, ${((Date.now() - started) / 1000).toFixed(0)} s)\n`,
+  );
   console.log(`${describe(stack, options)}\n${usage}`.replace(/^/gm, '> ') + '\n');
   console.log(renderTable(rows, options.runs));
 }

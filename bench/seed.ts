@@ -1,8 +1,9 @@
 import cliProgress from 'cli-progress';
 import { duplicateTokens } from '../src/items/duplicates.js';
+import { nameWords } from '../src/items/search.js';
+import { newId } from '../src/shared/ids.js';
 import type { ItemDoc } from '../src/items/repository.js';
 import type { PipelineDoc } from '../src/pipelines/repository.js';
-import { newId } from '../src/shared/ids.js';
 import type { Stack } from './stack.js';
 
 export interface Tenant {
@@ -39,7 +40,10 @@ async function admin<T>(stack: Stack, path: string, body: object): Promise<T> {
 async function createTenant(stack: Stack, name: string): Promise<Tenant & { otherPipelineId: string }> {
   const company = await admin<{ company_id: string }>(stack, '/companies', { name });
   const companyPath = `/companies/${company.company_id}`;
-  const user = await admin<{ user_id: string }>(stack, `${companyPath}/users`, { name: 'Bench User', email: `bench-${company.company_id}@example.com` });
+  const user = await admin<{ user_id: string }>(stack, `${companyPath}/users`, {
+    name: 'Bench User',
+    email: `bench-${company.company_id}@example.com`,
+  });
   const pipelineBody = (title: string) => ({
     name: title,
     stages: [{ name: 'Lead' }, { name: 'Qualified' }, { name: 'Proposal' }, { name: 'Won' }],
@@ -50,9 +54,16 @@ async function createTenant(stack: Stack, name: string): Promise<Tenant & { othe
       { name: 'website', type: 'url' },
     ],
   });
-  const pipeline = await admin<{ pipeline_id: string; stages: Array<{ stage_id: string }> }>(stack, `${companyPath}/pipelines`, pipelineBody('Sales'));
+  const pipeline = await admin<{ pipeline_id: string; stages: Array<{ stage_id: string }> }>(
+    stack,
+    `${companyPath}/pipelines`,
+    pipelineBody('Sales'),
+  );
   const other = await admin<{ pipeline_id: string }>(stack, `${companyPath}/pipelines`, pipelineBody('Partners'));
-  const key = await admin<{ key: string }>(stack, `${companyPath}/api-keys`, { name: 'bench', created_by: user.user_id });
+  const key = await admin<{ key: string }>(stack, `${companyPath}/api-keys`, {
+    name: 'bench',
+    created_by: user.user_id,
+  });
   return {
     companyId: company.company_id,
     userId: user.user_id,
@@ -68,14 +79,21 @@ async function createTenant(stack: Stack, name: string): Promise<Tenant & { othe
  * short ids, the company's sequence counter moved past them), since creating 10,000 through the
  * API would only measure seeding.
  */
-async function insertItems(stack: Stack, tenant: Tenant & { otherPipelineId: string }, count: number): Promise<string[]> {
+async function insertItems(
+  stack: Stack,
+  tenant: Tenant & { otherPipelineId: string },
+  count: number,
+): Promise<string[]> {
   const pipelines = stack.db.collection<PipelineDoc>('pipelines');
   const [main, other] = await Promise.all([
     pipelines.findOne({ _id: tenant.pipelineId }),
     pipelines.findOne({ _id: tenant.otherPipelineId }),
   ]);
   if (!main || !other) throw new Error('seeded pipelines not found');
-  const bar = new cliProgress.SingleBar({ format: 'seeding items [{bar}] {value}/{total} {duration}s', hideCursor: true }, cliProgress.Presets.shades_classic);
+  const bar = new cliProgress.SingleBar(
+    { format: 'seeding items [{bar}] {value}/{total} {duration}s', hideCursor: true },
+    cliProgress.Presets.shades_classic,
+  );
   bar.start(count, 0);
   const ids: string[] = [];
   const start = Date.now() - count;
@@ -84,14 +102,31 @@ async function insertItems(stack: Stack, tenant: Tenant & { otherPipelineId: str
       const docs: ItemDoc[] = [];
       for (let index = offset; index < Math.min(count, offset + CHUNK); index++) {
         const pipeline = index % 4 === 3 ? other : main;
-        const custom = { deal_value: 1_000 + (index % 97) * 250, industry: INDUSTRIES[index % 3], website: `https://customer-${index}.example.com` };
+        const custom = {
+          deal_value: 1_000 + (index % 97) * 250,
+          industry: INDUSTRIES[index % 3],
+          website: `https://customer-${index}.example.com`,
+        };
         const values = { name: `Deal ${index}`, contact_id: `contact-${index % 500}`, custom };
         const at = new Date(start + index);
         const id = newId('item');
         docs.push({
-          _id: id, company_id: tenant.companyId, short_id: `I-${index + 1}`, name: values.name, pipeline_id: pipeline._id,
-          stage_id: pipeline.stages[index % pipeline.stages.length].stage_id, status_id: null, contact_id: values.contact_id,
-          source: 'import', custom, dup_tokens: duplicateTokens(pipeline, values), version: 1, created_at: at, updated_at: at,
+          _id: id,
+          company_id: tenant.companyId,
+          short_id: `I-${index + 1}`,
+          name: values.name,
+          pipeline_id: pipeline._id,
+          stage_id: pipeline.stages[index % pipeline.stages.length].stage_id,
+          status_id: null,
+          contact_id: values.contact_id,
+          source: 'import',
+          custom,
+          dup_tokens: duplicateTokens(pipeline, values),
+          external_id: null,
+          name_words: nameWords(values.name),
+          version: 1,
+          created_at: at,
+          updated_at: at,
         });
         ids.push(id);
       }
@@ -101,7 +136,9 @@ async function insertItems(stack: Stack, tenant: Tenant & { otherPipelineId: str
   } finally {
     bar.stop();
   }
-  await stack.db.collection<{ _id: string; seq: number }>('counters').updateOne({ _id: `items:${tenant.companyId}` }, { $set: { seq: count } }, { upsert: true });
+  await stack.db
+    .collection<{ _id: string; seq: number }>('counters')
+    .updateOne({ _id: `items:${tenant.companyId}` }, { $set: { seq: count } }, { upsert: true });
   return ids;
 }
 

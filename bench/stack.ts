@@ -1,13 +1,14 @@
-import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
 import { freePort, PrivateRedisServer } from '../src/dev/redis-server.js';
-import { Children, waitForHttp, waitForLine } from './children.js';
+import { waitForHttp, waitForLine } from './children.js';
 import { cpuMeter } from './cpu.js';
+import type { Children } from './children.js';
 import type { BenchOptions } from './options.js';
+import type { ChildProcess } from 'node:child_process';
 
 export interface Service {
   url: string;
@@ -38,7 +39,12 @@ export interface Stack {
 
 /** The MongoDB stand-in in its own process, so the web process's CPU and memory are its own. */
 async function startStandin(children: Children, nodeArgs: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const child = children.spawnNode('mongo-standin', 'src/dev/mongo-standin/cli.ts', {}, { stdout: 'pipe', backend: true, nodeArgs });
+  const child = children.spawnNode(
+    'mongo-standin',
+    'src/dev/mongo-standin/cli.ts',
+    {},
+    { stdout: 'pipe', backend: true, nodeArgs },
+  );
   const url = await waitForLine(child, 'ready ', 30_000);
   return { url, child };
 }
@@ -88,24 +94,47 @@ export async function startStack(options: BenchOptions, children: Children): Pro
   };
 
   const webPort = await freePort();
-  const webChild = children.spawnNode('web', 'src/server.ts', {
-    ...common,
-    PORT: String(webPort),
-    HOST: '127.0.0.1',
-    // Throughput scenarios must never be throttled; the limiter still does its full Redis round trip.
-    RATE_LIMIT_MAX: '1000000000',
-  }, { stdout: log('web'), nodeArgs: profileArgs(options, 'web') });
+  const webChild = children.spawnNode(
+    'web',
+    'src/server.ts',
+    {
+      ...common,
+      PORT: String(webPort),
+      HOST: '127.0.0.1',
+      // Throughput scenarios must never be throttled; the limiter still does its full Redis round trip.
+      RATE_LIMIT_MAX: '1000000000',
+    },
+    { stdout: log('web'), nodeArgs: profileArgs(options, 'web') },
+  );
   const web = { url: `http://127.0.0.1:${webPort}`, child: webChild };
 
   const baselinePort = await freePort();
-  const baselineChild = children.spawnNode('baseline', 'bench/baseline-server.ts', {
-    PORT: String(baselinePort), MONGO_URL: mongoUrl, MONGO_DB: dbName, REDIS_URL: redisServer.url, QUEUE_PREFIX: queuePrefix,
-  }, { stdout: log('baseline'), nodeArgs: profileArgs(options, 'baseline') });
+  const baselineChild = children.spawnNode(
+    'baseline',
+    'bench/baseline-server.ts',
+    {
+      PORT: String(baselinePort),
+      MONGO_URL: mongoUrl,
+      MONGO_DB: dbName,
+      REDIS_URL: redisServer.url,
+      QUEUE_PREFIX: queuePrefix,
+    },
+    { stdout: log('baseline'), nodeArgs: profileArgs(options, 'baseline') },
+  );
   const baseline = { url: `http://127.0.0.1:${baselinePort}`, child: baselineChild };
 
-  await Promise.all([waitForHttp(`${web.url}/healthz`, webChild, 60_000), waitForHttp(`${baseline.url}/hello`, baselineChild, 60_000)]);
+  await Promise.all([
+    waitForHttp(`${web.url}/healthz`, webChild, 60_000),
+    waitForHttp(`${baseline.url}/hello`, baselineChild, 60_000),
+  ]);
   const redisPid = /process_id:(\d+)/.exec(await redis.info('server'))?.[1];
-  for (const [name, pid] of [['web', webChild.pid], ['baseline', baselineChild.pid], ['mongo', standin?.child.pid], ['redis', Number(redisPid)], ['bench', process.pid]] as const) {
+  for (const [name, pid] of [
+    ['web', webChild.pid],
+    ['baseline', baselineChild.pid],
+    ['mongo', standin?.child.pid],
+    ['redis', Number(redisPid)],
+    ['bench', process.pid],
+  ] as const) {
     cpuMeter.watch(name, pid);
   }
 
@@ -122,11 +151,16 @@ export async function startStack(options: BenchOptions, children: Children): Pro
     children,
     async startWorker() {
       const metricsPort = await freePort();
-      const worker = children.spawnNode('worker', 'workers/main.ts', {
-        ...common,
-        WORKERS: 'hooks,relay',
-        METRICS_PORT: String(metricsPort),
-      }, { stdout: log('worker'), nodeArgs: profileArgs(options, 'worker') });
+      const worker = children.spawnNode(
+        'worker',
+        'workers/main.ts',
+        {
+          ...common,
+          WORKERS: 'hooks,relay',
+          METRICS_PORT: String(metricsPort),
+        },
+        { stdout: log('worker'), nodeArgs: profileArgs(options, 'worker') },
+      );
       await waitForHttp(`http://127.0.0.1:${metricsPort}/metrics`, worker, 60_000);
       stack.worker = worker;
       cpuMeter.watch('worker', worker.pid);

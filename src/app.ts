@@ -1,40 +1,47 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault, type RouteOptions } from 'fastify';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import {
-  validatorCompiler,
-  type ZodTypeProvider,
-} from 'fastify-type-provider-zod';
-import type { Redis } from 'ioredis';
-import type { Db } from 'mongodb';
+import apiReference from '@scalar/fastify-api-reference';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type RawServerDefault,
+  type RouteOptions,
+} from 'fastify';
+import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { adminApi } from './admin/plugin.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
-import type { Config } from './config.js';
+import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
+import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
+import { registerErrorReference } from './http/error-reference.js';
 import { extApi } from './http/ext-api.js';
-import { opsRoutes } from './ops/routes.js';
-import { registerQueueBoard } from './ops/queue-board.js';
+import { oversizeJsonProblem } from './http/json-shape.js';
 import { registerRequestObservation } from './http/observation.js';
-import { zodResponseSerializerCompiler } from './http/serializer.js';
-import { createQueue, QUEUE_NAMES } from './shared/queues.js';
-import { trackOutbox, trackQueues } from './shared/metrics.js';
-import apiReference from '@scalar/fastify-api-reference';
 import { registerOpenApi, registerOpenApiRoutes } from './http/openapi.js';
+import { zodResponseSerializerCompiler } from './http/serializer.js';
+import { answerClientError, serverTimeoutOptions, trustProxyOption } from './http/server-options.js';
+import { registerQueueBoard } from './ops/queue-board.js';
+import { opsRoutes } from './ops/routes.js';
 import { SlidingWindowLimiter } from './ratelimit/sliding-window.js';
 import { createRepositories, type Repositories } from './repositories.js';
 import { createDomainServices } from './services.js';
-import { createLogger, type Logger } from './shared/logger.js';
-import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
-import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { createChangeFeeds, type ChangeFeeds } from './shared/announced-cache.js';
+import { ValidationError } from './shared/errors.js';
+import { createLogger, type Logger } from './shared/logger.js';
+import { trackOutbox, trackQueues } from './shared/metrics.js';
+import { createQueue, QUEUE_NAMES } from './shared/queues.js';
+import { keyNamespace, type RedisClient } from './shared/redis.js';
+import type { Config } from './config.js';
+import type { Db } from 'mongodb';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 export interface AppDeps {
   config: Config;
   db: Db;
   /** Request-path Redis client: fails fast while disconnected (see shared/redis.ts). */
-  redis: Redis;
+  redis: RedisClient;
   logger?: Logger;
   /** Fast-path publisher of recorded events; without one the relay delivers them. */
   publisher?: EventPublisher;
@@ -43,7 +50,7 @@ export interface AppDeps {
 }
 
 function createServices(deps: AppDeps, repos: Repositories, changes: ChangeFeeds, logger: Logger) {
-  const prefix = `${deps.config.QUEUE_PREFIX}:`;
+  const prefix = `${keyNamespace(deps.config.QUEUE_PREFIX)}:`;
   const publisher = deps.publisher ?? relayOnlyPublisher;
   return {
     publisher,
@@ -55,11 +62,16 @@ function createServices(deps: AppDeps, repos: Repositories, changes: ChangeFeeds
     lastUsed: new LastUsedTracker(repos.apiKeys, logger),
     rateLimiter: new SlidingWindowLimiter(
       deps.redis,
-      { max: deps.config.RATE_LIMIT_MAX, windowSeconds: deps.config.RATE_LIMIT_WINDOW_SECONDS, keyPrefix: `${prefix}rl:` },
+      {
+        max: deps.config.RATE_LIMIT_MAX,
+        windowSeconds: deps.config.RATE_LIMIT_WINDOW_SECONDS,
+        keyPrefix: `${prefix}rl:`,
+      },
       logger,
     ),
     failedAuthThrottle: new FailedAuthThrottle(
       new SlidingWindowLimiter(deps.redis, { max: 20, windowSeconds: 60, keyPrefix: `${prefix}authfail:` }, logger),
+      changes.access,
     ),
   };
 }
@@ -76,7 +88,13 @@ declare module 'fastify' {
   }
 }
 
-export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>;
+export type App = FastifyInstance<
+  RawServerDefault,
+  IncomingMessage,
+  ServerResponse,
+  FastifyBaseLogger,
+  ZodTypeProvider
+>;
 
 const BODY_LIMIT_BYTES = 1024 * 1024;
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -84,8 +102,9 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Builds the web app; every dependency is passed in so tests can bring their own database and Redis. */
 export async function buildApp(deps: AppDeps): Promise<App> {
   const logger = deps.logger ?? createLogger(deps.config.LOG_LEVEL);
-  const app = Fastify({
-    loggerInstance: logger as FastifyBaseLogger,
+  // Fastify infers its logger type from loggerInstance; App is typed with the base logger.
+  const app = Fastify<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger>({
+    loggerInstance: logger,
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: false,
     genReqId: (req) => {
@@ -93,9 +112,11 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     },
     return503OnClosing: true,
-    trustProxy: deps.config.TRUST_PROXY,
-    // The reference renderer lives at /docs/; serve it at /docs too instead of answering with a redirect.
-    rewriteUrl: (req) => (req.url === '/docs' ? '/docs/' : (req.url ?? '/')),
+    trustProxy: trustProxyOption(deps.config.TRUST_PROXY),
+    ...serverTimeoutOptions(deps.config),
+    clientErrorHandler: answerClientError,
+    // The reference renderers live at /docs/ and /docs/admin/; serve them without the slash too instead of redirecting.
+    rewriteUrl: (req) => (req.url === '/docs' || req.url === '/docs/admin' ? `${req.url}/` : (req.url ?? '/')),
     // One log line per request is written in onResponse instead (with company and key ids).
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle',
@@ -113,12 +134,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(zodResponseSerializerCompiler);
   // JSON only (DECISIONS.md section 1): anything else with a body is 415. An empty body with a JSON
-  // content type (common on DELETE and bodiless POSTs) is no body, not invalid JSON.
+  // content type (common on DELETE and bodiless POSTs) is no body, not invalid JSON. Absurdly wide or
+  // deep bodies are refused from the text, before parsing builds them (DECISIONS.md section 12.4).
   app.removeContentTypeParser(['text/plain', 'application/json']);
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
+    const oversize = oversizeJsonProblem(text);
+    if (oversize) return done(new ValidationError([oversize]), undefined);
     parseJson(request, text, done);
   });
   app.addHook('onRequest', async (request, reply) => {
@@ -129,11 +153,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   // Stage 2: shared decorators.
   const changes = createChangeFeeds(deps.redis, deps.config.QUEUE_PREFIX, logger);
-  const repos = createRepositories(deps.db, { changes });
+  const repos = createRepositories(deps.db, { changes, eventsRetentionDays: deps.config.EVENTS_RETENTION_DAYS });
   const services = createServices(deps, repos, changes, logger);
   app.decorate('repos', repos);
   app.decorate('services', services);
-  const queues = QUEUE_NAMES.map((name) => createQueue(name, { connection: deps.redis, prefix: deps.config.QUEUE_PREFIX }));
+  const queues = QUEUE_NAMES.map((name) =>
+    createQueue(name, { connection: deps.redis, prefix: deps.config.QUEUE_PREFIX }),
+  );
   // Queue handles for the board and the depth metrics; outages surface there, never as a crash.
   for (const queue of queues) queue.on('error', () => {});
   const untrack = [trackQueues(queues), trackOutbox(deps.db)];
@@ -157,8 +183,16 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await registerOpenApi(app);
   await app.register(opsRoutes);
   registerOpenApiRoutes(app);
+  registerErrorReference(app);
   await registerQueueBoard(app, queues);
-  await app.register(apiReference, { routePrefix: '/docs', configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API', cdn: '/docs/js/scalar.js' } });
+  await app.register(apiReference, {
+    routePrefix: '/docs',
+    configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API', cdn: '/docs/js/scalar.js' },
+  });
+  await app.register(apiReference, {
+    routePrefix: '/docs/admin',
+    configuration: { url: '/v1/admin/openapi.json', title: 'Pipeline Records admin API', cdn: '/docs/js/scalar.js' },
+  });
   await app.register(adminApi, { prefix: '/v1/admin' });
   await app.register(extApi, { prefix: '/v1/ext' });
 

@@ -1,14 +1,46 @@
+import ipaddr from 'ipaddr.js';
 import cron from 'node-cron';
 import { z } from 'zod';
+import { isClusterUrl, parseClusterUrl, queuePrefixFor } from './shared/redis.js';
 
 export const WORKER_ROLES = ['automations', 'hooks', 'overdue', 'relay'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
 
-const booleanFromEnv = z
-  .enum(['true', 'false', '1', '0'])
-  .transform((value) => value === 'true' || value === '1');
+const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
 
 const positiveInt = z.coerce.number().int().positive();
+
+/**
+ * TRUST_PROXY: how many proxies in front of the web process append to `X-Forwarded-For` (the client
+ * address is taken that many hops from the right, never the leftmost value a client can write), or
+ * the addresses/CIDRs of those proxies. `true` is kept as 1 hop (one load balancer); `false`/`0`: none.
+ */
+const trustProxyFromEnv = z
+  .string()
+  .trim()
+  .transform((value, ctx): false | number | string[] => {
+    if (value === 'false' || value === '0') return false;
+    if (value === 'true') return 1;
+    if (/^\d{1,2}$/.test(value)) return Number(value);
+    const proxies = value.split(',').map((entry) => entry.trim());
+    const invalid = proxies.find((entry) => !isAddressOrCidr(entry));
+    if (invalid === undefined) return proxies;
+    ctx.addIssue({
+      code: 'custom',
+      message: `expected a number of proxy hops or a comma-separated list of proxy addresses/CIDRs, got '${invalid}'`,
+    });
+    return z.NEVER;
+  });
+
+function isAddressOrCidr(entry: string): boolean {
+  if (ipaddr.isValid(entry)) return true;
+  try {
+    ipaddr.parseCIDR(entry);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Every environment variable the processes read (DECISIONS.md section 11), parsed once at start. */
 const envSchema = z.object({
@@ -25,15 +57,23 @@ const envSchema = z.object({
     .default('pipeline_records'),
   REDIS_URL: z
     .string()
-    .regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL')
+    .regex(/^rediss?(\+cluster)?:\/\//, 'expected a redis://, rediss:// or redis+cluster://host:port,host:port URL')
+    .refine((url) => {
+      if (!isClusterUrl(url)) return true;
+      try {
+        return parseClusterUrl(url).nodes.length > 0;
+      } catch {
+        return false;
+      }
+    }, 'expected redis+cluster://host:port,host:port,...')
     .default('redis://127.0.0.1:6379'),
   QUEUE_PREFIX: z
     .string()
-    .regex(/^[A-Za-z0-9_:-]{1,64}$/, 'expected letters, digits, _, : and -')
+    .regex(/^[A-Za-z0-9_:{}-]{1,64}$/, 'expected letters, digits, _, :, - and a {hash tag}')
     .default('prs'),
   ADMIN_TOKEN: z.string().min(1).optional(),
-  /** Behind a load balancer: take the client address from X-Forwarded-For (for the failed-auth throttle). */
-  TRUST_PROXY: booleanFromEnv.default(false),
+  /** Behind load balancers: where the client address comes from (for the failed-auth throttle); see above. */
+  TRUST_PROXY: trustProxyFromEnv.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   RATE_LIMIT_MAX: positiveInt.default(60),
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(60),
@@ -49,10 +89,31 @@ const envSchema = z.object({
   HOOK_ALLOW_PRIVATE_TARGETS: booleanFromEnv.default(false),
   WORKERS: z
     .string()
-    .transform((list) => list.split(',').map((role) => role.trim()).filter(Boolean))
+    .transform((list) =>
+      list
+        .split(',')
+        .map((role) => role.trim())
+        .filter(Boolean),
+    )
     .pipe(z.array(z.enum(WORKER_ROLES)).min(1))
     .default([...WORKER_ROLES]),
+  /** Events stay readable (GET /v1/ext/events) and reconcilable this long after they occurred. */
+  EVENTS_RETENTION_DAYS: positiveInt.max(3_650).default(30),
+  /** How often the relay checks whether Redis lost work MongoDB says is unfinished (DECISIONS.md 12.1). */
+  RECONCILE_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** `npm run dev` only: where the admin token and demo key are kept between restarts, and pinned ports. */
+  DEV_STATE_DIR: z.string().min(1).default('.dev'),
+  DEV_MONGO_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  DEV_REDIS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
+  /** How long a process keeps retrying an unreachable MongoDB (and, for workers, Redis) at start before it exits. */
+  STARTUP_TIMEOUT_MS: z.coerce.number().int().min(0).default(60_000),
+  /** Without METRICS_PORT, the web process's /metrics on the API port requires this bearer token when set. */
+  METRICS_TOKEN: z.string().min(16, 'expected at least 16 characters').optional(),
+  /** Server timeouts (DECISIONS.md section 12.4): a whole request, its headers, an idle keep-alive connection. */
+  REQUEST_TIMEOUT_MS: positiveInt.default(30_000),
+  HEADERS_TIMEOUT_MS: positiveInt.default(10_000),
+  KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
   /** How long a worker owns a job before another may take it over (BullMQ lockDuration); stalled jobs recover after about this long. */
   JOB_LOCK_MS: z.coerce.number().int().min(1_000).default(30_000),
 });
@@ -68,13 +129,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(`Invalid configuration: ${variable}: ${issue.message}`);
+    const variable = String(issue?.path[0] ?? 'environment');
+    throw new ConfigError(`Invalid configuration: ${variable}: ${issue?.message ?? 'invalid'}`);
+  }
+  if (parsed.data.HEADERS_TIMEOUT_MS > parsed.data.REQUEST_TIMEOUT_MS) {
+    throw new ConfigError('Invalid configuration: HEADERS_TIMEOUT_MS: must not exceed REQUEST_TIMEOUT_MS');
   }
   if (parsed.data.NODE_ENV === 'production' && !parsed.data.ADMIN_TOKEN) {
     throw new ConfigError('Invalid configuration: ADMIN_TOKEN: required when NODE_ENV=production');
   }
-  return parsed.data;
+  // On a Redis Cluster every queue key must carry a hash tag (see queuePrefixFor).
+  return { ...parsed.data, QUEUE_PREFIX: queuePrefixFor(parsed.data.REDIS_URL, parsed.data.QUEUE_PREFIX) };
 }
 
 /** For entry points: one clear line on stderr and exit 1 instead of a stack trace. */

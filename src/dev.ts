@@ -1,49 +1,90 @@
 import { randomBytes } from 'node:crypto';
 import closeWithGrace from 'close-with-grace';
+import { startWorkers } from '../workers/start.js';
+import { generateApiKey } from './auth/key-material.js';
 import { loadConfigOrExit } from './config.js';
 import { startEmbeddedMongo } from './dev/embedded-mongo.js';
 import { hasRedisServerBinary, PrivateRedisServer } from './dev/redis-server.js';
 import { seedDemo } from './dev/seed.js';
+import { readDevState, writeDevState } from './dev/state.js';
+import { QueueEventPublisher } from './events/queue-publisher.js';
 import { createLogger } from './shared/logger.js';
 import { connectMongo } from './shared/mongo.js';
 import { createRequestPathRedis } from './shared/redis.js';
-import { QueueEventPublisher } from './events/queue-publisher.js';
 import { startWeb } from './web.js';
-import { startWorkers } from '../workers/start.js';
 
 // `npm run dev`: web and workers in one process for a laptop, with embedded MongoDB and Redis when none is configured.
-const mongoServer = await startEmbeddedMongo();
-const redisServer = !process.env.REDIS_URL && hasRedisServerBinary() ? await PrivateRedisServer.start() : undefined;
-const adminToken = process.env.ADMIN_TOKEN || `dev-${randomBytes(16).toString('hex')}`;
-const config = loadConfigOrExit({
+// It listens on 127.0.0.1 unless HOST says otherwise (it prints an admin token), and lets webhooks reach
+// receivers on this machine (a first webhook goes to localhost) unless HOOK_ALLOW_PRIVATE_TARGETS=false.
+const devConfig = loadConfigOrExit({
   ...process.env,
-  MONGO_URL: mongoServer.url,
-  ...(redisServer ? { REDIS_URL: redisServer.url } : {}),
-  ADMIN_TOKEN: adminToken,
+  HOST: process.env.HOST || '127.0.0.1',
+  HOOK_ALLOW_PRIVATE_TARGETS: process.env.HOOK_ALLOW_PRIVATE_TARGETS || 'true',
 });
-const logger = createLogger(config.LOG_LEVEL, 'dev');
+const mongoServer = await startEmbeddedMongo({ port: devConfig.DEV_MONGO_PORT });
+process.stdout.write(`${mongoServer.description}\n`);
+const redisServer =
+  !process.env.REDIS_URL && hasRedisServerBinary()
+    ? await PrivateRedisServer.start({ port: devConfig.DEV_REDIS_PORT })
+    : undefined;
+
+// The admin token and the demo key stay the same across restarts (kept in DEV_STATE_DIR, git-ignored).
+const kept = readDevState(devConfig.DEV_STATE_DIR);
+const state = {
+  admin_token: process.env.ADMIN_TOKEN || kept.admin_token || `dev-${randomBytes(16).toString('hex')}`,
+  demo_api_key: kept.demo_api_key || generateApiKey().value,
+};
+writeDevState(devConfig.DEV_STATE_DIR, state);
+const config = {
+  ...devConfig,
+  MONGO_URL: mongoServer.url,
+  REDIS_URL: redisServer?.url ?? devConfig.REDIS_URL,
+  ADMIN_TOKEN: state.admin_token,
+};
+
+// Readable logs at a terminal; JSON lines when piped (to a file, jq, a log shipper).
+const pretty = process.stdout.isTTY
+  ? (await import('pino-pretty')).default({
+      colorize: true,
+      singleLine: true,
+      ignore: 'pid,hostname',
+      translateTime: 'HH:MM:ss.l',
+    })
+  : undefined;
+const logger = createLogger(config.LOG_LEVEL, 'dev', pretty);
 const mongo = await connectMongo(mongoServer.url, config.MONGO_DB);
 const redis = createRequestPathRedis(config.REDIS_URL);
 redis.on('error', () => {});
 // Fast path for events right after each write; the relay worker covers whatever this misses.
-const publisher = new QueueEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger);
+const publisher = new QueueEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
+  retentionDays: config.EVENTS_RETENTION_DAYS,
+});
 const app = await startWeb({ config, db: mongo.db, redis, logger, publisher });
-const workers = await startWorkers({ config, db: mongo.db, logger: logger.child({ name: 'worker' }) });
-const { apiKey } = await seedDemo(app, adminToken);
+const workers = await startWorkers({
+  config,
+  db: mongo.db,
+  logger: createLogger(config.LOG_LEVEL, 'worker', pretty),
+});
+await seedDemo(app, state.admin_token, state.demo_api_key);
 
-const base = `http://127.0.0.1:${config.PORT}`;
+const base = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${config.PORT}`;
 process.stdout.write(
   [
     '',
-    `pipeline-records dev server on ${base} (mongo: ${mongoServer.kind}, redis: ${redisServer ? 'private redis-server' : config.REDIS_URL})`,
-    `  admin token : ${adminToken}`,
-    `  demo API key: ${apiKey}`,
-    `  try         : curl -s -H 'x-api-key: ${apiKey}' ${base}/v1/ext/pipelines`,
+    `pipeline-records dev server on ${base}, listening on ${config.HOST} (HOST=0.0.0.0 opens it to the network)`,
+    `  mongo       : ${mongoServer.kind} ${mongoServer.url}`,
+    `  redis       : ${redisServer ? 'private redis-server ' : ''}${config.REDIS_URL}`,
+    `  webhooks    : ${config.HOOK_ALLOW_PRIVATE_TARGETS ? 'may target this machine (HOOK_ALLOW_PRIVATE_TARGETS=false refuses, as production does)' : 'public targets only'}`,
+    `  admin token : ${state.admin_token}`,
+    `  demo API key: ${state.demo_api_key}`,
+    `  kept in     : ${config.DEV_STATE_DIR}/state.json (the same on every start; delete it for new ones)`,
+    `  try         : curl -s -H 'x-api-key: ${state.demo_api_key}' ${base}/v1/ext/pipelines`,
     '',
   ].join('\n') + '\n',
 );
 
-closeWithGrace({ delay: 10_000, logger }, async () => {
+closeWithGrace({ delay: 10_000, logger }, async ({ signal, err }) => {
+  logger.info({ signal, err }, 'dev server shutting down');
   await app.close();
   await publisher.close();
   await workers.close();
@@ -51,4 +92,5 @@ closeWithGrace({ delay: 10_000, logger }, async () => {
   await mongo.client.close();
   await redisServer?.stop();
   await mongoServer.stop();
+  process.stdout.write('pipeline-records dev server stopped\n');
 });

@@ -1,31 +1,36 @@
-import type { Db } from 'mongodb';
 import { ApiKeysRepository } from './auth/api-keys.repository.js';
-import { CompaniesRepository } from './companies/repository.js';
-import { PipelinesRepository } from './pipelines/repository.js';
-import { UsersRepository } from './users/repository.js';
-import { ItemsRepository } from './items/repository.js';
-import { IdempotencyRepository } from './idempotency/repository.js';
 import { AutomationsRepository } from './automations/repository.js';
-import { TasksRepository } from './tasks/repository.js';
-import { HooksRepository } from './hooks/repository.js';
-import type { ChangeFeeds } from './shared/announced-cache.js';
+import { CompaniesRepository } from './companies/repository.js';
+import { EventsRepository } from './events/repository.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
+import { HooksRepository } from './hooks/repository.js';
 import { WebhookSecretsRepository } from './hooks/webhook-secrets.repository.js';
+import { IdempotencyRepository } from './idempotency/repository.js';
+import { ItemsRepository } from './items/repository.js';
+import { PipelinesRepository } from './pipelines/repository.js';
+import { TasksRepository } from './tasks/repository.js';
+import { UsersRepository } from './users/repository.js';
+import type { ChangeFeeds } from './shared/announced-cache.js';
+import type { Db } from 'mongodb';
 
 export interface RepositoryOptions {
   /** Announce hook and pipeline changes to other processes and cache their reads; without, read every time. */
   changes?: ChangeFeeds;
+  /** EVENTS_RETENTION_DAYS (default 30). */
+  eventsRetentionDays?: number;
 }
 
 /** One repository per collection; the only code that touches that collection. */
 export function createRepositories(db: Db, options: RepositoryOptions = {}) {
+  const events = new EventsRepository(db, options.eventsRetentionDays);
   return {
+    events,
     companies: new CompaniesRepository(db),
     users: new UsersRepository(db),
     pipelines: new PipelinesRepository(db, options.changes?.pipelines),
     apiKeys: new ApiKeysRepository(db),
-    items: new ItemsRepository(db),
-    tasks: new TasksRepository(db),
+    items: new ItemsRepository(db, events),
+    tasks: new TasksRepository(db, events),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
     hooks: new HooksRepository(db, options.changes?.hooks),
@@ -48,4 +53,5 @@ export async function ensureIndexes(db: Db): Promise<void> {
   await AutomationsRepository.ensureIndexes(db);
   await HooksRepository.ensureIndexes(db);
   await DeliveriesRepository.ensureIndexes(db);
+  await EventsRepository.ensureIndexes(db);
 }

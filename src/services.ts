@@ -1,10 +1,10 @@
-import type { Db } from 'mongodb';
-import type { EventPublisher } from './events/publisher.js';
 import { ItemsService } from './items/service.js';
-import type { Repositories } from './repositories.js';
 import { CursorCodec } from './shared/pagination.js';
 import { loadSharedSecret } from './shared/secrets.js';
 import { TasksService } from './tasks/service.js';
+import type { EventPublisher } from './events/publisher.js';
+import type { Repositories } from './repositories.js';
+import type { Db } from 'mongodb';
 
 /** The cursor secret is shared through MongoDB and loaded on first use (building an app must not need the database). */
 function lazyCursorCodec(db: Db): () => Promise<CursorCodec> {

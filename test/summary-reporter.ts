@@ -1,6 +1,9 @@
 import type { Reporter, TestModule } from 'vitest/node';
 
-/** Ends the run with the plain `N passed, N failed` line that CI reads. */
+/**
+ * Ends the run with the plain `N passed, N failed` line that CI reads, led by one word naming the MongoDB the tests ran
+ * against (`standin:`, `memory-server:` or `external:`, set by test/global-setup.ts).
+ */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
     let passed = 0;
@@ -14,6 +17,9 @@ export default class SummaryReporter implements Reporter {
         else skipped++;
       }
     }
-    process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+    const backend = process.env.TEST_MONGO_BACKEND;
+    process.stdout.write(
+      `\n${backend ? `${backend}: ` : ''}${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`,
+    );
   }
 }

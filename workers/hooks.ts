@@ -1,5 +1,5 @@
 import { DelayedError, UnrecoverableError } from 'bullmq';
-import type { AttemptRecord } from '../src/hooks/deliveries.repository.js';
+import { ConsumerProgress } from '../src/events/progress.js';
 import { deliverWebhook, type DeliveryDeps } from '../src/hooks/delivery.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
 import { WebhookSender } from '../src/hooks/sender.js';
@@ -7,8 +7,10 @@ import { TargetGuard } from '../src/hooks/target-guard.js';
 import { createRepositories } from '../src/repositories.js';
 import { createChangeFeeds } from '../src/shared/announced-cache.js';
 import { Coalescer } from '../src/shared/coalesce.js';
+import { observeDeliveryAttempt } from '../src/shared/metrics.js';
 import { createQueue, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
+import type { AttemptRecord } from '../src/hooks/deliveries.repository.js';
 import type { RoleStarter } from './start.js';
 
 /**
@@ -26,14 +28,24 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
   // Hook lookups are cached; changes made by the API reach this process over the change feed.
   const changes = createChangeFeeds(connection, config.QUEUE_PREFIX, logger);
-  const repos = createRepositories(db, { changes });
+  const repos = createRepositories(db, { changes, eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
+  const progress = new ConsumerProgress('hook-fanout', repos.events);
   const deliveries = createQueue('deliveries', settings);
   const fanoutQueue = createQueue('hook-fanout', settings); // to look up the publisher's job of an event
-  const sender = new WebhookSender(new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver), config.HOOK_TIMEOUT_MS);
+  const sender = new WebhookSender(
+    new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver),
+    config.HOOK_TIMEOUT_MS,
+  );
   const attempts = new Coalescer<AttemptRecord>((records) => repos.deliveries.recordAttempts(records)); // one bulk write for attempts made together
   const deliveryDeps: DeliveryDeps = {
     hooks: repos.hooks,
-    deliveries: { recordAttempt: (record) => attempts.add(record), deleteForHook: (companyId, hookId) => repos.deliveries.deleteForHook(companyId, hookId) },
+    deliveries: {
+      recordAttempt: (record) => {
+        observeDeliveryAttempt(record.attempt, record.event.occurred_at);
+        return attempts.add(record);
+      },
+      deleteForHook: (companyId, hookId) => repos.deliveries.deleteForHook(companyId, hookId),
+    },
     secrets: repos.webhookSecrets,
     send: (webhook) => sender.send(webhook),
     maxAttempts: config.HOOK_MAX_ATTEMPTS,
@@ -41,50 +53,69 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     logger,
   };
 
-  const fanOut = startWorker('hook-fanout', async (job) => {
-    const hooks = await fanOutEvent(job.data, {
-      hooks: repos.hooks,
-      claim: async (eventId) => {
-        // The publisher's own job (id = event_id) is the only one BullMQ admits for an event: no check.
-        if (job.id === eventId) return true;
-        // Any other id is the same event added again by other means: it goes out only if the
-        // publisher's job does not exist and no other copy claimed it first (SET NX GET).
-        if (await fanoutQueue.getJob(eventId)) return false;
-        const claimedBy = await connection.set(`${config.QUEUE_PREFIX}:fanout-claim:${eventId}`, job.id!, 'EX', CLAIM_SECONDS, 'NX', 'GET');
-        return claimedBy === null || claimedBy === job.id;
-      },
-      deliver: async (hook, data, jobId) => {
-        // A hook that is failing (often: a receiver that times out) gets its own job, so it cannot
-        // hold up the fan-out, and so every other hook's delivery, for HOOK_TIMEOUT_MS.
-        if (hook.failing_since) return void (await deliveries.add('delivery', data, { jobId }));
-        const result = await deliverWebhook(data, { jobId, attempt: 1, hook }, deliveryDeps);
-        // The retries are a delivery job of their own; the job id makes a re-run fan-out add it once.
-        if (result.outcome === 'retry') await deliveries.add('delivery', { ...data, attempts_before: 1 }, { jobId, delay: result.delayMs });
-      },
-    });
-    return { hooks };
-  }, settings, { concurrency: config.HOOK_CONCURRENCY });
+  const fanOut = startWorker(
+    'hook-fanout',
+    progress.track(async (job) => {
+      const hooks = await fanOutEvent(job.data, {
+        hooks: repos.hooks,
+        claim: async (eventId) => {
+          // The publisher's own job (id = event_id) is the only one BullMQ admits for an event: no check.
+          if (job.id === eventId) return true;
+          // Any other id is the same event added again by other means: it goes out only if the
+          // publisher's job does not exist and no other copy claimed it first (SET NX GET).
+          if (await fanoutQueue.getJob(eventId)) return false;
+          const claimedBy = await connection.set(
+            `${config.QUEUE_PREFIX}:fanout-claim:${eventId}`,
+            job.id!,
+            'EX',
+            CLAIM_SECONDS,
+            'NX',
+            'GET',
+          );
+          return claimedBy === null || claimedBy === job.id;
+        },
+        deliver: async (hook, data, jobId) => {
+          // A hook that is failing (often: a receiver that times out) gets its own job, so it cannot
+          // hold up the fan-out, and so every other hook's delivery, for HOOK_TIMEOUT_MS.
+          if (hook.failing_since) return void (await deliveries.add('delivery', data, { jobId }));
+          const result = await deliverWebhook(data, { jobId, attempt: 1, hook }, deliveryDeps);
+          // The retries are a delivery job of their own; the job id makes a re-run fan-out add it once.
+          if (result.outcome === 'retry')
+            await deliveries.add('delivery', { ...data, attempts_before: 1 }, { jobId, delay: result.delayMs });
+        },
+      });
+      return { hooks };
+    }),
+    settings,
+    { concurrency: config.HOOK_CONCURRENCY },
+  );
 
-  const delivering = startWorker('deliveries', async (job, token?: string) => {
-    // attemptsStarted counts every run of this job, including one cut short by a crash.
-    const log = logger.child({ queue: 'deliveries', job_id: job.id });
-    const attempt = (job.data.attempts_before ?? 0) + job.attemptsStarted;
-    const result = await deliverWebhook(job.data, { jobId: job.id!, attempt }, { ...deliveryDeps, logger: log });
-    if (result.outcome === 'retry') {
-      // Retries follow our schedule (backoff with jitter, Retry-After), not the job's retry options,
-      // which differ between fan-out and automation jobs: park the job and tell BullMQ so.
-      await job.moveToDelayed(Date.now() + result.delayMs, token);
-      throw new DelayedError();
-    }
-    // Given up: the job lands in the failed set (visible to operators); the attempts stay listed.
-    if (result.outcome === 'gave_up') throw new UnrecoverableError(result.reason);
-    return result;
-  }, settings, { concurrency: config.HOOK_CONCURRENCY });
+  const delivering = startWorker(
+    'deliveries',
+    async (job, token?: string) => {
+      // attemptsStarted counts every run of this job, including one cut short by a crash.
+      const log = logger.child({ queue: 'deliveries', job_id: job.id });
+      const attempt = (job.data.attempts_before ?? 0) + job.attemptsStarted;
+      const result = await deliverWebhook(job.data, { jobId: job.id!, attempt }, { ...deliveryDeps, logger: log });
+      if (result.outcome === 'retry') {
+        // Retries follow our schedule (backoff with jitter, Retry-After), not the job's retry options,
+        // which differ between fan-out and automation jobs: park the job and tell BullMQ so.
+        await job.moveToDelayed(Date.now() + result.delayMs, token);
+        throw new DelayedError();
+      }
+      // Given up: the job lands in the failed set (visible to operators); the attempts stay listed.
+      if (result.outcome === 'gave_up') throw new UnrecoverableError(result.reason);
+      return result;
+    },
+    settings,
+    { concurrency: config.HOOK_CONCURRENCY },
+  );
 
   return {
+    state: () => (fanOut.isRunning() && delivering.isRunning() ? 'running' : 'stopped'),
     async close() {
       await Promise.all([fanOut.close(), delivering.close()]);
-      await attempts.close();
+      await Promise.all([attempts.close(), progress.close()]);
       await Promise.all([deliveries.close(), fanoutQueue.close()]);
       await sender.close();
       connection.disconnect();

@@ -1,53 +1,30 @@
-import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import cron from 'node-cron';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
-import type { Logger } from '../src/shared/logger.js';
-import { createRequestPathRedis } from '../src/shared/redis.js';
+import { overdueScanDuration, overdueTasksFired } from '../src/shared/metrics.js';
+import { acquireRedisLock, type RedisLock } from '../src/shared/redis-lock.js';
+import { createRequestPathRedis, type RedisClient } from '../src/shared/redis.js';
 import { scanOverdueTasks } from '../src/tasks/overdue.js';
 import { TasksRepository } from '../src/tasks/repository.js';
+import type { Logger } from '../src/shared/logger.js';
 import type { RoleStarter } from './start.js';
 
 // Outlives any clock skew between worker processes, so a process whose tick fires late finds it taken.
 const TICK_CLAIM_TTL_MS = 60_000;
 
-const RENEW_IF_OWNER = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
-const RELEASE_IF_OWNER = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
-
 /** Every process's node-cron fires the same tick time; the first SET NX of that tick's key wins it. */
-export async function claimOverdueTick(redis: Redis, prefix: string, tick: Date): Promise<boolean> {
+export async function claimOverdueTick(redis: RedisClient, prefix: string, tick: Date): Promise<boolean> {
   const key = `${prefix}:overdue:tick:${Math.floor(tick.getTime() / 1000)}`;
   return (await redis.set(key, String(process.pid), 'PX', TICK_CLAIM_TTL_MS, 'NX')) === 'OK';
 }
 
-export interface ScanLock {
-  /** Aborted when the lock could not be renewed: the scan stops at the next batch boundary. */
-  lost: AbortSignal;
-  release(): Promise<void>;
-}
+export type ScanLock = RedisLock;
 
 /**
  * Held for the duration of a scan, across processes, so a tick that overlaps a slow scan does not
  * start a second one. Renewed while held; if the holder dies, it expires after `ttlMs`.
  */
-export async function acquireScanLock(redis: Redis, prefix: string, ttlMs: number): Promise<ScanLock | null> {
-  const key = `${prefix}:overdue:running`;
-  const token = randomUUID();
-  if ((await redis.set(key, token, 'PX', ttlMs, 'NX')) !== 'OK') return null;
-  const lost = new AbortController();
-  const renewal = setInterval(() => {
-    redis.eval(RENEW_IF_OWNER, 1, key, token, ttlMs).then(
-      (renewed) => renewed === 1 || lost.abort(),
-      () => lost.abort(),
-    );
-  }, Math.floor(ttlMs / 3));
-  return {
-    lost: lost.signal,
-    async release() {
-      clearInterval(renewal);
-      await redis.eval(RELEASE_IF_OWNER, 1, key, token).catch(() => {}); // else it simply expires
-    },
-  };
+export function acquireScanLock(redis: RedisClient, prefix: string, ttlMs: number): Promise<ScanLock | null> {
+  return acquireRedisLock(redis, `${prefix}:overdue:running`, ttlMs);
 }
 
 /**
@@ -72,8 +49,10 @@ function cronLogger(logger: Logger) {
 export const startOverdue: RoleStarter = async ({ config, db, logger }) => {
   const redis = createRequestPathRedis(config.REDIS_URL);
   redis.on('error', () => {});
-  const publisher = new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger);
-  const tasks = new TasksRepository(db);
+  const publisher = new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
+    retentionDays: config.EVENTS_RETENTION_DAYS,
+  });
+  const tasks = new TasksRepository(db, publisher.eventStore);
   const closing = new AbortController();
   let redisDown = false;
   let current: Promise<void> = Promise.resolve();
@@ -98,8 +77,12 @@ export const startOverdue: RoleStarter = async ({ config, db, logger }) => {
     if (closing.signal.aborted) return lock.release();
     const started = performance.now();
     try {
-      const result = await scanOverdueTasks({ tasks, publisher, logger }, new Date(), { signal: AbortSignal.any([closing.signal, lock.lost]) });
+      const result = await scanOverdueTasks({ tasks, publisher, logger }, new Date(), {
+        signal: AbortSignal.any([closing.signal, lock.lost]),
+      });
       const stats = { tick: tick.toISOString(), ...result, duration_ms: Math.round(performance.now() - started) };
+      overdueScanDuration.observe(stats.duration_ms / 1000);
+      overdueTasksFired.inc(result.fired);
       if (result.fired > 0) logger.info(stats, 'overdue scan fired task.overdue');
       else logger.debug(stats, 'overdue scan found nothing due');
     } catch (error) {
@@ -116,6 +99,7 @@ export const startOverdue: RoleStarter = async ({ config, db, logger }) => {
   });
 
   return {
+    state: () => (redisDown ? 'failing' : 'running'),
     async close() {
       await schedule.destroy();
       closing.abort(); // a running scan stops after its current batch

@@ -1,29 +1,55 @@
-import { Redis } from 'ioredis';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
+import { Reconciler } from '../src/events/reconciler.js';
 import { relayPendingEvents } from '../src/events/relay.js';
+import { createRepositories } from '../src/repositories.js';
+import { createQueue } from '../src/shared/queues.js';
+import { acquireRedisLock } from '../src/shared/redis-lock.js';
+import { connectRedis } from '../src/shared/redis.js';
 import type { RoleStarter } from './start.js';
 
 const IDLE_POLL_MS = 250;
 const ERROR_BACKOFF_MS = 1_000;
 
-/** The relay role: moves events recorded in MongoDB onto the queues, whatever the API could not publish. */
+/**
+ * The relay role: moves events recorded in document outboxes to the `events` collection and onto the
+ * queues, and reconciles: every RECONCILE_INTERVAL_MS (and as soon as Redis answers again) one relay
+ * process across all workers checks whether Redis lost work, and schedules again what MongoDB says is
+ * unfinished (src/events/reconciler.ts, docs/events.md).
+ */
 export const startRelay: RoleStarter = async ({ config, db, logger }) => {
-  const connection = new Redis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  const connection = connectRedis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
   connection.on('error', () => {});
-  const publisher = new QueueEventPublisher(db, { connection, prefix: config.QUEUE_PREFIX }, logger);
+  const repos = createRepositories(db, { eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
+  const publisher = new QueueEventPublisher(db, { connection, prefix: config.QUEUE_PREFIX }, logger, {
+    eventStore: repos.events,
+  });
+  const deliveriesQueue = createQueue('deliveries', { connection, prefix: config.QUEUE_PREFIX });
+  const reconciler = new Reconciler(
+    {
+      redis: connection,
+      prefix: config.QUEUE_PREFIX,
+      eventStore: repos.events,
+      publisher,
+      deliveriesQueue,
+      dueDeliveries: (limit, after) => repos.deliveries.dueAttempts(limit, after),
+      logger,
+    },
+    Math.max(config.JOB_LOCK_MS, config.HOOK_TIMEOUT_MS) + 5_000,
+  );
+  const lockTtlMs = Math.max(2_000, 2 * config.RECONCILE_INTERVAL_MS);
   let stopped = false;
+  let failing = false;
   let wake: (() => void) | undefined;
 
-  const loop = (async () => {
-    let failing = false;
+  const relayLoop = (async () => {
     while (!stopped) {
       let delay = IDLE_POLL_MS;
       try {
         await relayPendingEvents(db, publisher, logger);
-        if (failing) logger.info('relay publishing again');
+        if (failing) logger.info('relay moving events again');
         failing = false;
       } catch (error) {
-        if (!failing) logger.warn({ err: error }, 'relay cannot publish yet; events stay in MongoDB');
+        if (!failing) logger.warn({ err: error }, 'relay cannot move events yet; they stay in the outbox');
         failing = true;
         delay = ERROR_BACKOFF_MS;
       }
@@ -34,12 +60,36 @@ export const startRelay: RoleStarter = async ({ config, db, logger }) => {
     }
   })();
 
+  let reconciling: Promise<void> | undefined;
+  const reconcile = () => {
+    if (stopped || reconciling || connection.status !== 'ready') return;
+    reconciling = (async () => {
+      const lock = await acquireRedisLock(connection, `${config.QUEUE_PREFIX}:events:reconciling`, lockTtlMs);
+      if (!lock) return;
+      try {
+        await reconciler.run(lock.lost);
+      } finally {
+        await lock.release();
+      }
+    })()
+      .catch((error) => logger.warn({ err: error }, 'reconciliation did not finish; the next tick retries'))
+      .finally(() => (reconciling = undefined));
+  };
+  const ticks = setInterval(reconcile, config.RECONCILE_INTERVAL_MS);
+  connection.on('ready', reconcile); // Redis answers again: check at once rather than at the next tick
+  reconcile();
+
   return {
+    state: () => (failing ? 'failing' : 'running'),
     async close() {
       stopped = true;
+      clearInterval(ticks);
+      connection.off('ready', reconcile);
       wake?.();
-      await loop;
+      await relayLoop;
+      await reconciling;
       await publisher.close();
+      await deliveriesQueue.close();
       connection.disconnect();
     },
   };

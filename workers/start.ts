@@ -1,12 +1,12 @@
-import type { Db } from 'mongodb';
-import type { Config, WorkerRole } from '../src/config.js';
-import type { Logger } from '../src/shared/logger.js';
-import type { Resolver } from '../src/hooks/target-guard.js';
 import { ensureIndexes } from '../src/repositories.js';
 import { startAutomations } from './automations.js';
 import { startHooks } from './hooks.js';
 import { startOverdue } from './overdue.js';
 import { startRelay } from './relay.js';
+import type { Config, WorkerRole } from '../src/config.js';
+import type { Resolver } from '../src/hooks/target-guard.js';
+import type { Logger } from '../src/shared/logger.js';
+import type { Db } from 'mongodb';
 
 export interface WorkerContext {
   config: Config;
@@ -16,9 +16,23 @@ export interface WorkerContext {
   resolver?: Resolver;
 }
 
+/**
+ * What /healthz and /readyz of a worker report per role: `failing` means alive but unable to do its
+ * work (e.g. the relay cannot publish), `stopped` means its consumer is no longer running at all.
+ */
+export type RoleState = 'starting' | 'running' | 'failing' | 'stopped' | 'stopping';
+
 export interface RunningRole {
   /** Stops taking new work and waits for in-flight jobs to finish. */
   close(): Promise<void>;
+  /** The role's state; roles without one are `running` until closed. */
+  state?(): RoleState;
+}
+
+export interface RunningWorkers {
+  close(): Promise<void>;
+  /** Every configured role's state, by name. */
+  states(): Partial<Record<WorkerRole, RoleState>>;
 }
 
 export type RoleStarter = (context: WorkerContext) => Promise<RunningRole>;
@@ -31,21 +45,28 @@ const ROLES: Partial<Record<WorkerRole, RoleStarter>> = {
   overdue: startOverdue,
 };
 
-export async function startWorkers(context: WorkerContext): Promise<RunningRole> {
+export async function startWorkers(context: WorkerContext): Promise<RunningWorkers> {
   await ensureIndexes(context.db);
-  const running: RunningRole[] = [];
+  const running = new Map<WorkerRole, RunningRole>();
+  let closing = false;
   for (const role of context.config.WORKERS) {
     const start = ROLES[role];
     if (!start) {
       context.logger.warn({ role }, 'worker role has no consumer yet');
       continue;
     }
-    running.push(await start({ ...context, logger: context.logger.child({ role }) }));
+    running.set(role, await start({ ...context, logger: context.logger.child({ role }) }));
     context.logger.info({ role }, 'worker role started');
   }
   return {
     async close() {
-      await Promise.all(running.map((role) => role.close()));
+      closing = true;
+      await Promise.all([...running.values()].map((role) => role.close()));
+    },
+    states() {
+      return Object.fromEntries(
+        [...running].map(([name, role]) => [name, closing ? 'stopping' : (role.state?.() ?? 'running')]),
+      );
     },
   };
 }

@@ -10,7 +10,12 @@ export interface BenchContext {
 }
 
 export function compareSettings(options: BenchOptions): CompareSettings {
-  return { runs: options.runs, warmupSeconds: options.warmupSeconds, runSeconds: options.runSeconds, connections: options.connections };
+  return {
+    runs: options.runs,
+    warmupSeconds: options.warmupSeconds,
+    runSeconds: options.runSeconds,
+    connections: options.connections,
+  };
 }
 
 export const json = { 'content-type': 'application/json' };

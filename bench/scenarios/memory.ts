@@ -1,8 +1,8 @@
-import type autocannon from 'autocannon';
 import { fire } from '../load.js';
 import { int, type Row } from '../report.js';
 import { flatness, type RssSampler } from '../rss.js';
 import { json, type BenchContext } from './context.js';
+import type autocannon from 'autocannon';
 
 const SOAK_RATE = 200;
 const MAX_SPREAD_PERCENT = 10;
@@ -19,7 +19,13 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
   let next = 0;
   const body = JSON.stringify({ title: 'Soak task', due_at: '2031-01-15T09:30:00Z' });
   const requests: autocannon.Request[] = [
-    { headers: crud, setupRequest: (request) => ({ ...request, path: `/v1/ext/items/${seeded.itemIds[next++ % seeded.itemIds.length]}` }) },
+    {
+      headers: crud,
+      setupRequest: (request) => ({
+        ...request,
+        path: `/v1/ext/items/${seeded.itemIds[next++ % seeded.itemIds.length]}`,
+      }),
+    },
     { headers: crud, path: `/v1/ext/pipelines/${seeded.crud.pipelineId}` },
     { headers: crud, path: `/v1/ext/items?limit=20&pipeline_id=${seeded.crud.pipelineId}` },
     { method: 'POST', headers: { 'x-api-key': seeded.hooks.key, ...json }, path: '/v1/ext/tasks', body },
@@ -39,7 +45,12 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
     const figures = flatness(sampler.between(name, from, ended));
     const whole = flatness(sampler.between(name, 0, Number.POSITIVE_INFINITY));
     if (!figures || !whole) {
-      rows.push({ scenario: `memory: ${name} RSS`, value: 'no samples (process not running)', target: `±${MAX_SPREAD_PERCENT}%`, pass: false });
+      rows.push({
+        scenario: `memory: ${name} RSS`,
+        value: 'no samples (process not running)',
+        target: `±${MAX_SPREAD_PERCENT}%`,
+        pass: false,
+      });
       continue;
     }
     rows.push({
@@ -50,11 +61,12 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
         `post-GC floor ${figures.floorFirst.toFixed(0)} → ${figures.floorLast.toFixed(0)} MB)`,
       target: `±${MAX_SPREAD_PERCENT}% over the ${window}`,
       pass: figures.spreadPercent <= MAX_SPREAD_PERCENT,
-      note: name === 'web'
-        ? `Soak load: ${int(load.rps)} req/s achieved (${int(load.failures)} failures) cycling GET item, GET pipeline, list 20 items, POST task (delivered as a webhook). ` +
-          `Over the whole benchmark the web RSS ranged ${whole.min.toFixed(0)}–${whole.max.toFixed(0)} MB.`
-        : `Over the whole benchmark (from its start) the worker RSS ranged ${whole.min.toFixed(0)}–${whole.max.toFixed(0)} MB. ` +
-          'RSS of a Node process under steady load is a GC saw-tooth; a leak shows as a rising trend and a rising post-GC floor. Every sample is in rss.csv in the log directory.',
+      note:
+        name === 'web'
+          ? `Soak load: ${int(load.rps)} req/s achieved (${int(load.failures)} failures) cycling GET item, GET pipeline, list 20 items, POST task (delivered as a webhook). ` +
+            `Over the whole benchmark the web RSS ranged ${whole.min.toFixed(0)}–${whole.max.toFixed(0)} MB.`
+          : `Over the whole benchmark (from its start) the worker RSS ranged ${whole.min.toFixed(0)}–${whole.max.toFixed(0)} MB. ` +
+            'RSS of a Node process under steady load is a GC saw-tooth; a leak shows as a rising trend and a rising post-GC floor. Every sample is in rss.csv in the log directory.',
     });
   }
   return rows;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { must } from '../../src/shared/must.js';
 import { compare, type LoadTarget } from '../load.js';
 import { countRedisTrips } from '../redis-trips.js';
 import { comparisonRow, int, type Row } from '../report.js';
@@ -12,11 +13,16 @@ function lowest(values: Array<number | undefined>): number | undefined {
 }
 
 /** Sequential requests (one at a time), insisting on the expected status. */
-async function sequentially(count: number, expected: number, send: (index: number) => Promise<Response>): Promise<void> {
+async function sequentially(
+  count: number,
+  expected: number,
+  send: (index: number) => Promise<Response>,
+): Promise<void> {
   for (let index = 0; index < count; index++) {
     const response = await send(index);
     await response.arrayBuffer();
-    if (response.status !== expected) throw new Error(`expected ${expected}, got ${response.status} from ${response.url}`);
+    if (response.status !== expected)
+      throw new Error(`expected ${expected}, got ${response.status} from ${response.url}`);
   }
 }
 
@@ -24,16 +30,43 @@ async function redisTripRows(context: BenchContext): Promise<Row[]> {
   const { stack, seeded, options } = context;
   const tenant = seeded.crud;
   const headers = { 'x-api-key': tenant.key, ...json };
-  const api = (path: string, init: RequestInit = {}) => fetch(`${stack.web.url}/v1/ext${path}`, { ...init, headers: { ...headers, ...(init.headers as Record<string, string>) } });
+  const api = (path: string, init: RequestInit = {}) =>
+    fetch(`${stack.web.url}/v1/ext${path}`, {
+      ...init,
+      headers: { ...headers, ...(init.headers as Record<string, string>) },
+    });
   const duplicateProbe = JSON.stringify({ pipeline_id: tenant.pipelineId, name: 'Deal 1' });
   const task = JSON.stringify({ title: 'Round trip probe', due_at: '2031-01-15T09:30:00Z' });
-  const cases: Array<{ label: string; status: number; send: (index: number) => Promise<Response>; max: number; target: string }> = [
-    { label: 'GET /pipelines/{id}', status: 200, send: () => api(`/pipelines/${tenant.pipelineId}`), max: 1, target: '1 (rate limit)' },
-    { label: 'POST /items/check-duplicates', status: 200, send: () => api('/items/check-duplicates', { method: 'POST', body: duplicateProbe }), max: 1, target: '1 (rate limit)' },
+  const cases: Array<{
+    label: string;
+    status: number;
+    send: (index: number) => Promise<Response>;
+    max: number;
+    target: string;
+  }> = [
+    {
+      label: 'GET /pipelines/{id}',
+      status: 200,
+      send: () => api(`/pipelines/${tenant.pipelineId}`),
+      max: 1,
+      target: '1 (rate limit)',
+    },
+    {
+      label: 'POST /items/check-duplicates',
+      status: 200,
+      send: () => api('/items/check-duplicates', { method: 'POST', body: duplicateProbe }),
+      max: 1,
+      target: '1 (rate limit)',
+    },
     {
       label: 'POST /items/check-duplicates + Idempotency-Key',
       status: 200,
-      send: () => api('/items/check-duplicates', { method: 'POST', body: duplicateProbe, headers: { 'idempotency-key': randomUUID() } }),
+      send: () =>
+        api('/items/check-duplicates', {
+          method: 'POST',
+          body: duplicateProbe,
+          headers: { 'idempotency-key': randomUUID() },
+        }),
       max: 2,
       target: '≤ 2 (record is in MongoDB: expect 1)',
     },
@@ -59,7 +92,7 @@ async function redisTripRows(context: BenchContext): Promise<Row[]> {
       pass: count.tripsPerRequest <= probe.max + 0.01,
     });
   }
-  rows[rows.length - 1].note =
+  must(rows.at(-1), 'a Redis round-trip row').note =
     `Counted with MONITOR over ${int(options.redisTripRequests)} sequential requests, keeping only the web process's own connections; a MULTI…EXEC block is one round trip, commands inside Lua scripts are not counted.`;
   return rows;
 }
@@ -68,19 +101,35 @@ export async function runOverheadScenarios(context: BenchContext): Promise<Row[]
   const { stack, seeded, options } = context;
   const settings = compareSettings(options);
   const tenant = seeded.crud;
-  const pipelineRoute = (): LoadTarget => ({ url: stack.web.url, server: 'web', headers: { 'x-api-key': tenant.key }, requests: [{ path: `/v1/ext/pipelines/${tenant.pipelineId}` }] });
-  const bare = (path: string) => (): LoadTarget => ({ url: stack.baseline.url, server: 'baseline', requests: [{ path }] });
+  const pipelineRoute = (): LoadTarget => ({
+    url: stack.web.url,
+    server: 'web',
+    headers: { 'x-api-key': tenant.key },
+    requests: [{ path: `/v1/ext/pipelines/${tenant.pipelineId}` }],
+  });
+  const bare = (path: string) => (): LoadTarget => ({
+    url: stack.baseline.url,
+    server: 'baseline',
+    requests: [{ path }],
+  });
   const rows: Row[] = [];
 
   console.log('Per-request overhead');
   const overhead = await compare('GET /v1/ext/pipelines/{id} vs hello-world', pipelineRoute, bare('/hello'), settings);
-  rows.push(comparisonRow(
-    'fixed overhead: GET /v1/ext/pipelines/{id} vs bare hello-world',
-    overhead,
-    OVERHEAD_TARGET,
-    'Our cheapest route, a trivial one: auth (cached key), rate limit (1 Redis trip), scope check, params validation, the pipeline from the process cache (no database I/O), response serialization, request log and metrics. The baseline does no I/O at all.',
-  ));
-  const limiterOnly = await compare('bare hello-world + rate-limit script vs hello-world', bare('/hello-ratelimit'), bare('/hello'), settings);
+  rows.push(
+    comparisonRow(
+      'fixed overhead: GET /v1/ext/pipelines/{id} vs bare hello-world',
+      overhead,
+      OVERHEAD_TARGET,
+      'Our cheapest route, a trivial one: auth (cached key), rate limit (1 Redis trip), scope check, params validation, the pipeline from the process cache (no database I/O), response serialization, request log and metrics. The baseline does no I/O at all.',
+    ),
+  );
+  const limiterOnly = await compare(
+    'bare hello-world + rate-limit script vs hello-world',
+    bare('/hello-ratelimit'),
+    bare('/hello'),
+    settings,
+  );
   rows.push({
     ...comparisonRow(
       'reference: bare hello-world + the rate-limit Lua call',

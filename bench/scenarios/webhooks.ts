@@ -4,13 +4,13 @@ import { newId } from '../../src/shared/ids.js';
 import { createQueue, DEFAULT_JOB_OPTIONS } from '../../src/shared/queues.js';
 import { toTaskResponse } from '../../src/tasks/schemas.js';
 import { waitForLine } from '../children.js';
-import { HOOK_CONCURRENCY } from '../stack.js';
 import { cpuMeter, formatUsage } from '../cpu.js';
 import { fire } from '../load.js';
-import type { BenchReceiver } from '../receiver.js';
 import { int, ms, type Row } from '../report.js';
-import type { Tenant } from '../seed.js';
+import { HOOK_CONCURRENCY } from '../stack.js';
 import { json, type BenchContext } from './context.js';
+import type { BenchReceiver } from '../receiver.js';
+import type { Tenant } from '../seed.js';
 
 const BARE_QUEUE = 'bare-deliveries';
 const MIN_DELIVERIES_PER_SECOND = 1_000;
@@ -21,10 +21,25 @@ const ADD_CHUNK = 500;
 function taskCreatedEvent(tenant: Tenant, index: number): EventEnvelope {
   const now = new Date();
   const task = toTaskResponse({
-    _id: newId('task'), company_id: tenant.companyId, title: `Follow up ${index}`, due_at: new Date(now.getTime() + 86_400_000),
-    assigned_to: tenant.userId, description: null, priority: 'none', task_type: 'to_do', item_id: null, duration_minutes: null,
-    reminder_minutes: null, notes: null, is_completed: false, created_by: tenant.userId, completed_at: null, created_at: now,
-    updated_at: now, revision: 1, overdue_fired_for: null,
+    _id: newId('task'),
+    company_id: tenant.companyId,
+    title: `Follow up ${index}`,
+    due_at: new Date(now.getTime() + 86_400_000),
+    assigned_to: tenant.userId,
+    description: null,
+    priority: 'none',
+    task_type: 'to_do',
+    item_id: null,
+    duration_minutes: null,
+    reminder_minutes: null,
+    notes: null,
+    is_completed: false,
+    created_by: tenant.userId,
+    completed_at: null,
+    created_at: now,
+    updated_at: now,
+    revision: 1,
+    overdue_fired_for: null,
   });
   return buildEvent('task.created', tenant.companyId, task, { occurredAt: now });
 }
@@ -32,7 +47,9 @@ function taskCreatedEvent(tenant: Tenant, index: number): EventEnvelope {
 /** Adds `count` fresh events in bulk (jobId = event_id, as the publisher does). */
 async function addEvents(queue: Queue<EventEnvelope, unknown, string>, tenant: Tenant, count: number): Promise<void> {
   for (let offset = 0; offset < count; offset += ADD_CHUNK) {
-    const events = Array.from({ length: Math.min(ADD_CHUNK, count - offset) }, (_, i) => taskCreatedEvent(tenant, offset + i));
+    const events = Array.from({ length: Math.min(ADD_CHUNK, count - offset) }, (_, i) =>
+      taskCreatedEvent(tenant, offset + i),
+    );
     await queue.addBulk(events.map((event) => ({ name: event.type, data: event, opts: { jobId: event.event_id } })));
   }
 }
@@ -69,7 +86,10 @@ async function backlog(
     p99: receiver.percentile(99),
     complete,
     cpu: formatUsage(usage),
-    cpuMsPerDelivery: delivererSeconds === undefined || receiver.received === 0 ? undefined : (delivererSeconds * 1000) / receiver.received,
+    cpuMsPerDelivery:
+      delivererSeconds === undefined || receiver.received === 0
+        ? undefined
+        : (delivererSeconds * 1000) / receiver.received,
   };
 }
 
@@ -90,19 +110,27 @@ async function pacedThroughApi(context: BenchContext, receiver: BenchReceiver): 
   const { stack, seeded, options } = context;
   receiver.reset();
   const body = JSON.stringify({ title: 'Paced task', due_at: '2031-01-15T09:30:00Z' });
-  const created = await fire({
-    url: stack.web.url,
-    method: 'POST',
-    headers: { 'x-api-key': seeded.hooks.key, ...json },
-    body,
-    requests: [{ method: 'POST', path: '/v1/ext/tasks', body }],
-    overallRate: options.webhookPacedRate,
-  }, options.webhookPacedSeconds, 4);
+  const created = await fire(
+    {
+      url: stack.web.url,
+      method: 'POST',
+      headers: { 'x-api-key': seeded.hooks.key, ...json },
+      body,
+      requests: [{ method: 'POST', path: '/v1/ext/tasks', body }],
+      overallRate: options.webhookPacedRate,
+    },
+    options.webhookPacedSeconds,
+    4,
+  );
   return settle(receiver, created.requests - created.failures);
 }
 
 /** The bare worker, not backlogged: one job added at a time at the same rate. */
-async function pacedIntoQueue(context: BenchContext, receiver: BenchReceiver, queue: Queue<EventEnvelope, unknown, string>): Promise<Latency> {
+async function pacedIntoQueue(
+  context: BenchContext,
+  receiver: BenchReceiver,
+  queue: Queue<EventEnvelope, unknown, string>,
+): Promise<Latency> {
   const { options, seeded } = context;
   receiver.reset();
   const total = options.webhookPacedRate * options.webhookPacedSeconds;
@@ -146,10 +174,22 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
   console.log(`  ours paced: p50 ${ms(oursPaced.p50)}, p99 ${ms(oursPaced.p99)}`);
   await fanout.close();
 
-  const bareQueue = new Queue<EventEnvelope, unknown, string>(BARE_QUEUE, { ...settings, defaultJobOptions: DEFAULT_JOB_OPTIONS });
-  const bareWorker = stack.children.spawnNode('bare-webhook-worker', 'bench/bare-webhook-worker.ts', {
-    REDIS_URL: stack.redisUrl, QUEUE_PREFIX: stack.queuePrefix, QUEUE_NAME: BARE_QUEUE, CONCURRENCY: String(HOOK_CONCURRENCY), TARGET_URL: receiver.url('/bare'),
-  }, { stdout: 'pipe' });
+  const bareQueue = new Queue<EventEnvelope, unknown, string>(BARE_QUEUE, {
+    ...settings,
+    defaultJobOptions: DEFAULT_JOB_OPTIONS,
+  });
+  const bareWorker = stack.children.spawnNode(
+    'bare-webhook-worker',
+    'bench/bare-webhook-worker.ts',
+    {
+      REDIS_URL: stack.redisUrl,
+      QUEUE_PREFIX: stack.queuePrefix,
+      QUEUE_NAME: BARE_QUEUE,
+      CONCURRENCY: String(HOOK_CONCURRENCY),
+      TARGET_URL: receiver.url('/bare'),
+    },
+    { stdout: 'pipe' },
+  );
   cpuMeter.watch('bare-worker', bareWorker.pid);
   let bare!: Throughput;
   let barePaced!: Latency;

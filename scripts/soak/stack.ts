@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { LocalRedisCluster } from '../../src/dev/redis-cluster.js';
 import { freePort, PrivateRedisServer } from '../../src/dev/redis-server.js';
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -40,7 +41,7 @@ async function waitForLine(child: ChildProcess, pattern: RegExp, timeoutMs = 30_
   });
 }
 
-async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
+async function waitForHttp(url: string, timeoutMs = 90_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
@@ -53,7 +54,11 @@ async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
   throw new Error(`${url} did not answer`);
 }
 
-export async function stopProcess(managed: ManagedProcess, signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000): Promise<void> {
+export async function stopProcess(
+  managed: ManagedProcess,
+  signal: NodeJS.Signals = 'SIGTERM',
+  timeoutMs = 15_000,
+): Promise<void> {
   const { child } = managed;
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -68,35 +73,64 @@ export class SoakStack {
   readonly processes: ManagedProcess[] = [];
   mongoUrl = '';
   redis!: PrivateRedisServer;
+  /** With `--cluster`: a 3-master Redis Cluster with a replica each instead of one Redis. */
+  cluster?: LocalRedisCluster;
   readonly adminToken = 'soak-admin-token-0123456789';
   readonly prefix = `soak${Date.now()}`;
   readonly dbName = `soak_${Date.now()}`;
   private mongo?: ManagedProcess;
 
-  async startInfrastructure(): Promise<void> {
+  get redisUrl(): string {
+    return this.cluster?.url ?? this.redis.url;
+  }
+
+  /** `volatileRedis`: a Redis that persists nothing, so a restart loses everything it held (as production Redis often does). */
+  async startInfrastructure(options: { cluster?: boolean; volatileRedis?: boolean } = {}): Promise<void> {
     if (process.env.MONGO_URL) this.mongoUrl = process.env.MONGO_URL;
     else {
       const port = await freePort();
-      const standin = spawn(process.execPath, ['--import', 'tsx', 'src/dev/mongo-standin/cli.ts', '--port', String(port)], {
-        cwd: root, stdio: ['ignore', 'pipe', 'ignore'],
-      });
+      const standin = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'src/dev/mongo-standin/cli.ts', '--port', String(port)],
+        {
+          cwd: root,
+          stdio: ['ignore', 'pipe', 'ignore'],
+        },
+      );
       this.mongo = { name: 'mongo', child: standin, port };
       this.mongoUrl = (await waitForLine(standin, /mongodb:\/\/127\.0\.0\.1:\d+/)).trim();
     }
-    this.redis = await PrivateRedisServer.start({ dataDir: mkdtempSync(join(tmpdir(), 'soak-redis-')) });
+    if (options.cluster) this.cluster = await LocalRedisCluster.start({ replicas: 1, nodeTimeoutMs: 1_000 });
+    else
+      this.redis = await PrivateRedisServer.start(
+        options.volatileRedis ? {} : { dataDir: mkdtempSync(join(tmpdir(), 'soak-redis-')) },
+      );
   }
 
   env(extra: Record<string, string> = {}): Record<string, string> {
     return {
-      MONGO_URL: this.mongoUrl, MONGO_DB: this.dbName, REDIS_URL: this.redis.url, QUEUE_PREFIX: this.prefix,
-      ADMIN_TOKEN: this.adminToken, RATE_LIMIT_MAX: '1000000', HOOK_ALLOW_PRIVATE_TARGETS: 'true',
-      HOOK_BACKOFF_MS: '200', HOOK_TIMEOUT_MS: '5000', JOB_LOCK_MS: '2000', ...extra,
+      MONGO_URL: this.mongoUrl,
+      MONGO_DB: this.dbName,
+      REDIS_URL: this.redisUrl,
+      QUEUE_PREFIX: this.prefix,
+      ADMIN_TOKEN: this.adminToken,
+      RATE_LIMIT_MAX: '1000000',
+      HOOK_ALLOW_PRIVATE_TARGETS: 'true',
+      HOOK_BACKOFF_MS: '200',
+      HOOK_TIMEOUT_MS: '5000',
+      JOB_LOCK_MS: '2000',
+      RECONCILE_INTERVAL_MS: '2000',
+      ...extra,
     };
   }
 
   async startWeb(name: string, port?: number): Promise<ManagedProcess> {
     const listenPort = port ?? (await freePort());
-    const managed = { name, child: startNode(name, 'src/server.ts', this.env({ PORT: String(listenPort), HOST: '127.0.0.1' })), port: listenPort };
+    const managed = {
+      name,
+      child: startNode(name, 'src/server.ts', this.env({ PORT: String(listenPort), HOST: '127.0.0.1' })),
+      port: listenPort,
+    };
     this.processes.push(managed);
     await waitForHttp(`http://127.0.0.1:${listenPort}/readyz`);
     return managed;
@@ -111,6 +145,7 @@ export class SoakStack {
   async stopAll(): Promise<void> {
     await Promise.all(this.processes.map((managed) => stopProcess(managed, 'SIGTERM', 5_000)));
     await this.redis?.stop();
+    await this.cluster?.stop();
     if (this.mongo) await stopProcess(this.mongo, 'SIGTERM', 3_000);
   }
 }

@@ -1,3 +1,5 @@
+import { must } from '../../src/shared/must.js';
+
 /** A mixed API workload: each loop owns the records it creates, so the events it caused are exactly countable. */
 export interface WorkloadTenant {
   key: string;
@@ -16,10 +18,24 @@ export interface WorkloadStats {
 }
 
 export function newStats(): WorkloadStats {
-  return { statuses: new Map(), connectionErrors: 0, itemsCreated: new Set(), tasksCreated: new Set(), eventsExpected: 0, requests: 0 };
+  return {
+    statuses: new Map(),
+    connectionErrors: 0,
+    itemsCreated: new Set(),
+    tasksCreated: new Set(),
+    eventsExpected: 0,
+    requests: 0,
+  };
 }
 
-const pick = <T>(values: T[]): T => values[Math.floor(Math.random() * values.length)];
+/** The fields of an item or task response this workload reads. */
+interface ApiRecord {
+  item_id: string;
+  task_id: string;
+  version: number;
+}
+
+const pick = <T>(values: T[]): T => must(values[Math.floor(Math.random() * values.length)], 'a value to pick');
 
 export async function runLoop(
   tenants: WorkloadTenant[],
@@ -31,7 +47,11 @@ export async function runLoop(
   const openTasks: string[] = [];
   const tenant = pick(tenants);
 
-  async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: any } | undefined> {
+  async function call(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: ApiRecord } | undefined> {
     // Like a load balancer: on a refused connection, try the next live web process once.
     for (let attempt = 0; attempt < 2; attempt++) {
       const base = pick(bases());
@@ -44,7 +64,7 @@ export async function runLoop(
         });
         const text = await response.text();
         stats.statuses.set(response.status, (stats.statuses.get(response.status) ?? 0) + 1);
-        return { status: response.status, json: text ? JSON.parse(text) : undefined };
+        return { status: response.status, json: (text ? JSON.parse(text) : {}) as ApiRecord };
       } catch {
         stats.connectionErrors++;
       }
@@ -55,7 +75,11 @@ export async function runLoop(
   while (!shouldStop()) {
     const roll = Math.random();
     if (roll < 0.35 || items.length === 0) {
-      const result = await call('POST', '/items', { name: `soak ${Math.random()}`, pipeline_id: tenant.pipelineId, stage_id: tenant.stageIds[0] });
+      const result = await call('POST', '/items', {
+        name: `soak ${Math.random()}`,
+        pipeline_id: tenant.pipelineId,
+        stage_id: tenant.stageIds[0],
+      });
       if (result?.status === 201) {
         items.push({ id: result.json.item_id, version: 1 });
         stats.itemsCreated.add(result.json.item_id);
@@ -63,13 +87,20 @@ export async function runLoop(
       }
     } else if (roll < 0.55) {
       const item = pick(items);
-      const result = await call('PATCH', `/items/${item.id}`, { stage_id: pick(tenant.stageIds), name: `renamed ${Math.random()}`, version: item.version });
+      const result = await call('PATCH', `/items/${item.id}`, {
+        stage_id: pick(tenant.stageIds),
+        name: `renamed ${Math.random()}`,
+        version: item.version,
+      });
       if (result?.status === 200) {
         if (result.json.version > item.version) stats.eventsExpected += 1;
         item.version = result.json.version;
       }
     } else if (roll < 0.8) {
-      const result = await call('POST', '/tasks', { title: `soak task ${Math.random()}`, due_at: '2099-01-01T00:00:00Z' });
+      const result = await call('POST', '/tasks', {
+        title: `soak task ${Math.random()}`,
+        due_at: '2099-01-01T00:00:00Z',
+      });
       if (result?.status === 201) {
         openTasks.push(result.json.task_id);
         stats.tasksCreated.add(result.json.task_id);
@@ -78,7 +109,8 @@ export async function runLoop(
     } else if (roll < 0.92 && openTasks.length > 0) {
       const taskId = openTasks.pop()!;
       const result = await call('PATCH', `/tasks/${taskId}`, { is_completed: true });
-      if (result?.status === 200) stats.eventsExpected += 2; // task.updated + task.completed
+      if (result?.status === 200)
+        stats.eventsExpected += 2; // task.updated + task.completed
       else openTasks.push(taskId);
     } else {
       await call('GET', '/items?limit=20');

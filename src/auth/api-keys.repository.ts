@@ -1,5 +1,5 @@
-import type { Collection, Db } from 'mongodb';
 import type { Scope } from './scopes.js';
+import type { Collection, Db } from 'mongodb';
 
 export interface ApiKeyDoc {
   _id: string;
@@ -49,7 +49,11 @@ export class ApiKeysRepository {
   }
 
   rename(companyId: string, keyId: string, name: string): Promise<ApiKeyDoc | null> {
-    return this.collection.findOneAndUpdate({ company_id: companyId, _id: keyId }, { $set: { name } }, { returnDocument: 'after' });
+    return this.collection.findOneAndUpdate(
+      { company_id: companyId, _id: keyId },
+      { $set: { name } },
+      { returnDocument: 'after' },
+    );
   }
 
   /** Revoking twice keeps the first revocation time. Returns false when the key does not exist in the company. */
@@ -61,10 +65,12 @@ export class ApiKeysRepository {
     return result.matchedCount === 1 || (await this.findById(companyId, keyId)) !== null;
   }
 
-  async recordLastUsed(entries: Array<{ keyId: string; usedAt: Date }>): Promise<void> {
+  async recordLastUsed(entries: Array<{ companyId: string; keyId: string; usedAt: Date }>): Promise<void> {
     if (entries.length === 0) return;
     await this.collection.bulkWrite(
-      entries.map(({ keyId, usedAt }) => ({ updateOne: { filter: { _id: keyId }, update: { $max: { last_used_at: usedAt } } } })),
+      entries.map(({ companyId, keyId, usedAt }) => ({
+        updateOne: { filter: { company_id: companyId, _id: keyId }, update: { $max: { last_used_at: usedAt } } },
+      })),
       { ordered: false },
     );
   }

@@ -1,13 +1,15 @@
 import { z } from 'zod';
 import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
-import type { ApiKeyDoc } from './api-keys.repository.js';
 import { SCOPES, scopeSchema } from './scopes.js';
+import type { ApiKeyDoc } from './api-keys.repository.js';
 
 export const apiKeySchema = z
   .object({
     key_id: z.string(),
     name: z.string(),
-    prefix: z.string().describe('First characters of the key, for recognising it; the value itself is never shown again'),
+    prefix: z
+      .string()
+      .describe('First characters of the key, for recognising it; the value itself is never shown again'),
     scopes: z.array(scopeSchema),
     expires_at: isoTimestampOutput.nullable(),
     created_by: z.string(),

@@ -1,9 +1,9 @@
 import { LRUCache } from 'lru-cache';
+import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
+import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
 import type { ChangeAnnouncer } from '../shared/announced-cache.js';
-import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
-import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { Scope } from './scopes.js';
 
 export interface AuthContext {
@@ -69,14 +69,17 @@ export class ApiKeyAuthenticator {
     // Malformed keys are refused without a lookup: they cost nothing and can never match. One that
     // still claims our prefix is an attempt at a key, so it counts towards the failed-auth throttle.
     if (!isWellFormedApiKey(presented)) {
-      throw typeof presented === 'string' && presented.startsWith(KEY_PREFIX) ? new UnknownApiKeyError() : new UnauthorizedError('The API key is invalid');
+      throw typeof presented === 'string' && presented.startsWith(KEY_PREFIX)
+        ? new UnknownApiKeyError()
+        : new UnauthorizedError('The API key is invalid');
     }
     const hash = hashApiKey(presented);
     const found = this.cache.get(hash) ?? (await this.load(hash));
     if (!found || !hashesEqual(found.key.key_hash, hash)) throw new UnknownApiKeyError();
     const { key, company } = found;
     if (key.revoked_at) throw new UnauthorizedError('The API key has been revoked');
-    if (key.expires_at && key.expires_at.getTime() <= now.getTime()) throw new UnauthorizedError('The API key has expired');
+    if (key.expires_at && key.expires_at.getTime() <= now.getTime())
+      throw new UnauthorizedError('The API key has expired');
     if (!company) throw new UnauthorizedError('The API key is invalid');
     if (company.subscription_status !== 'active') throw new SubscriptionInactiveError();
     return { companyId: key.company_id, keyId: key._id, userId: key.created_by, scopes: new Set(key.scopes) };

@@ -1,10 +1,10 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
-import { rateLimitRejections } from '../shared/metrics.js';
 import { InsufficientScopeError, RateLimitedError, UnauthorizedError } from '../shared/errors.js';
+import { rateLimitRejections } from '../shared/metrics.js';
 import { UnknownApiKeyError, type ApiKeyAuthenticator, type AuthContext } from './authenticator.js';
+import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
 import type { FailedAuthThrottle } from './failed-auth-throttle.js';
 import type { LastUsedTracker } from './last-used.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -26,24 +26,23 @@ export interface ExtAuthDeps {
  */
 export function createExtAuthHook(deps: ExtAuthDeps) {
   return async function authenticateExtRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    // An address that kept guessing is refused before its key is even looked at (DECISIONS.md 12.4).
+    const blocked = deps.failedAuthThrottle.blockedFor(request.ip);
+    if (blocked !== undefined) throw throttled(blocked);
     let auth: AuthContext;
     try {
       auth = await deps.authenticator.authenticate(request.headers['x-api-key']);
     } catch (error) {
-      // Guessing is throttled per client address: a well-formed key that matches nothing counts, and once
-      // over the limit such failures answer 429. A missing, malformed (never looked up), revoked or
-      // expired key is no guess, and a valid key from the same address (a NAT, a proxy) still gets through.
+      // A value claiming our key format that matches nothing is a guess and counts; a missing or junk
+      // key (never looked up), or a revoked or expired one, is no guess.
       if (error instanceof UnknownApiKeyError) {
-        const wait = deps.failedAuthThrottle.blockedFor(request.ip) ?? (await deps.failedAuthThrottle.recordFailure(request.ip));
-        if (wait !== undefined) {
-          rateLimitRejections.inc({ reason: 'failed_auth' });
-          throw new RateLimitedError(wait, 'Too many failed authentication attempts');
-        }
+        const wait = await deps.failedAuthThrottle.recordFailure(request.ip);
+        if (wait !== undefined) throw throttled(wait);
       }
       throw error;
     }
     request.auth = auth;
-    deps.lastUsed.touch(auth.keyId);
+    deps.lastUsed.touch(auth.companyId, auth.keyId);
 
     const decision = await deps.rateLimiter.consume(auth.keyId);
     reply.headers({
@@ -57,9 +56,15 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
       throw new RateLimitedError(decision.resetSeconds);
     }
 
-    const required = request.routeOptions.config.scope;
+    const { scope: required, anyScope } = request.routeOptions.config;
     if (required && !auth.scopes.has(required)) throw new InsufficientScopeError(required);
+    if (anyScope && !anyScope.some((scope) => auth.scopes.has(scope))) throw new InsufficientScopeError(anyScope[0]);
   };
+}
+
+function throttled(waitSeconds: number): RateLimitedError {
+  rateLimitRejections.inc({ reason: 'failed_auth' });
+  return new RateLimitedError(waitSeconds, 'Too many failed authentication attempts');
 }
 
 /** The caller's auth context inside an ext route handler. */

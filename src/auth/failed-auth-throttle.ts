@@ -1,15 +1,30 @@
 import { LRUCache } from 'lru-cache';
 import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
+import type { ChangeAnnouncer } from '../shared/announced-cache.js';
+
+const BLOCK_ANNOUNCEMENT = 'auth-blocked';
 
 /**
- * Slows down key guessing (DECISIONS.md section 3): failures per client address are counted in a
- * shared sliding window; once over the limit the address is refused locally, without a lookup,
- * until its window frees up. Successful requests cost nothing here.
+ * Slows down key guessing (DECISIONS.md sections 3 and 12.4): failures per client address are counted
+ * in a shared sliding window. Once an address is over the limit, every request from it is refused
+ * before its key is looked at (no database lookup, and a correct key does not tell a guesser it was
+ * right) until its window frees up. The process that sees the limit crossed tells the others over the
+ * change feed, so none of them looks up a key for that address either. Successful requests cost
+ * nothing here.
  */
 export class FailedAuthThrottle {
   private readonly blockedUntil = new LRUCache<string, number>({ max: 50_000 });
 
-  constructor(private readonly failures: SlidingWindowLimiter) {}
+  constructor(
+    private readonly failures: SlidingWindowLimiter,
+    private readonly announcer?: ChangeAnnouncer,
+  ) {
+    announcer?.onChange((change) => {
+      if (!change?.startsWith(`${BLOCK_ANNOUNCEMENT}:`)) return;
+      const [, until, ...address] = change.split(':'); // IPv6 addresses have colons of their own
+      if (until && address.length > 0) this.block(address.join(':'), Number(until));
+    });
+  }
 
   /** Seconds to wait when the address is currently blocked, else undefined. */
   blockedFor(address: string, now = Date.now()): number | undefined {
@@ -22,7 +37,13 @@ export class FailedAuthThrottle {
   async recordFailure(address: string, now = Date.now()): Promise<number | undefined> {
     const decision = await this.failures.consume(address);
     if (decision.allowed) return undefined;
-    this.blockedUntil.set(address, now + decision.resetSeconds * 1000);
+    const until = now + decision.resetSeconds * 1000;
+    this.block(address, until);
+    void this.announcer?.announce(`${BLOCK_ANNOUNCEMENT}:${until}:${address}`); // never throws
     return decision.resetSeconds;
+  }
+
+  private block(address: string, until: number): void {
+    if (Number.isFinite(until) && until > (this.blockedUntil.get(address) ?? 0)) this.blockedUntil.set(address, until);
   }
 }

@@ -7,7 +7,12 @@ const DISPLAY_PREFIX_LENGTH = KEY_PREFIX.length + 8;
 
 export function generateApiKey(): { value: string; hash: string; displayPrefix: string } {
   const value = KEY_PREFIX + randomBytes(32).toString('base64url');
-  return { value, hash: hashApiKey(value), displayPrefix: value.slice(0, DISPLAY_PREFIX_LENGTH) };
+  return { value, hash: hashApiKey(value), displayPrefix: displayPrefixOf(value) };
+}
+
+/** What lists show of a key (`prk_AbCd1234`): enough to tell keys apart, useless to authenticate. */
+export function displayPrefixOf(value: string): string {
+  return value.slice(0, DISPLAY_PREFIX_LENGTH);
 }
 
 export function hashApiKey(value: string): string {

@@ -8,7 +8,8 @@ const FLUSH_INTERVAL_MS = 5_000;
  * in one bulk update per interval (at most one write per key per interval per process).
  */
 export class LastUsedTracker {
-  private pending = new Map<string, Date>();
+  /** Key id → its company and the latest use. */
+  private pending = new Map<string, { companyId: string; usedAt: Date }>();
   /** The write under way: a flush waits for it, so "flushed" means stored, never merely started. */
   private writing: Promise<void> = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
@@ -21,8 +22,8 @@ export class LastUsedTracker {
     this.timer.unref();
   }
 
-  touch(keyId: string, at = new Date()): void {
-    this.pending.set(keyId, at);
+  touch(companyId: string, keyId: string, at = new Date()): void {
+    this.pending.set(keyId, { companyId, usedAt: at });
   }
 
   /** Writes the uses seen so far; resolves once they (and any write already under way) are stored. */
@@ -33,7 +34,7 @@ export class LastUsedTracker {
 
   private async writePending(): Promise<void> {
     if (this.pending.size === 0) return;
-    const batch = [...this.pending].map(([keyId, usedAt]) => ({ keyId, usedAt }));
+    const batch = [...this.pending].map(([keyId, use]) => ({ keyId, ...use }));
     this.pending = new Map();
     try {
       await this.keys.recordLastUsed(batch);

@@ -8,5 +8,7 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The scope a `/v1/ext/` route needs, declared next to the route itself. */
     scope?: Scope;
+    /** Instead of `scope`: any one of these will do (the events feed shows what each allows). */
+    anyScope?: Scope[];
   }
 }

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
+import { AppError } from '../shared/errors.js';
+import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { ItemsService } from '../items/service.js';
-import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { TasksService } from '../tasks/service.js';
 import type { AutomationDoc, AutomationsRepository } from './repository.js';
@@ -31,7 +31,9 @@ interface TaskData {
 
 function matches(conditions: AutomationConditions | null, task: TaskData): boolean {
   if (!conditions) return true;
-  return (Object.keys(conditions) as Array<keyof AutomationConditions>).every((field) => conditions[field] === undefined || conditions[field] === task[field]);
+  return (Object.keys(conditions) as Array<keyof AutomationConditions>).every(
+    (field) => conditions[field] === undefined || conditions[field] === task[field],
+  );
 }
 
 /** A follow-up task's id is derived from (automation, event, action), so a retried job finds it already made. */
@@ -39,7 +41,13 @@ export function followUpTaskId(automationId: string, eventId: string, actionInde
   return `tsk_${createHash('sha256').update(`${automationId}:${eventId}:${actionIndex}`).digest('hex').slice(0, 24)}`;
 }
 
-async function runAction(action: AutomationAction, index: number, automation: AutomationDoc, event: EventEnvelope, deps: AutomationDeps): Promise<void> {
+async function runAction(
+  action: AutomationAction,
+  index: number,
+  automation: AutomationDoc,
+  event: EventEnvelope,
+  deps: AutomationDeps,
+): Promise<void> {
   const task = event.data as unknown as TaskData;
   const depth = (event.depth ?? 0) + 1;
   const actor = { companyId: event.company_id, userId: task.created_by };
@@ -63,7 +71,7 @@ async function runAction(action: AutomationAction, index: number, automation: Au
             item_id: task.item_id ?? undefined,
             ...(action.task_type ? { task_type: action.task_type } : {}),
             ...(action.priority ? { priority: action.priority } : {}),
-          } as Parameters<TasksService['create']>[1],
+          },
           { depth, taskId: followUpTaskId(automation._id, event.event_id, index) },
         );
       } catch (error) {
@@ -73,7 +81,10 @@ async function runAction(action: AutomationAction, index: number, automation: Au
     }
     case 'update_item': {
       if (!task.item_id) return; // nothing to move: the task is not linked to an item
-      const changes = { ...(action.stage_id ? { stage_id: action.stage_id } : {}), ...(action.status_id ? { status_id: action.status_id } : {}) };
+      const changes = {
+        ...(action.stage_id ? { stage_id: action.stage_id } : {}),
+        ...(action.status_id ? { status_id: action.status_id } : {}),
+      };
       // Moving to where the item already is changes nothing, so a retry is harmless.
       await deps.items.update(actor, task.item_id, changes, undefined, { depth });
     }
@@ -101,12 +112,16 @@ export async function processAutomationEvent(event: EventEnvelope, deps: Automat
     if (!runId) continue;
     ran++;
     try {
-      for (const [index, action] of automation.actions.entries()) await runAction(action, index, automation, event, deps);
-      await deps.automations.finishRun(runId, 'succeeded', null);
+      for (const [index, action] of automation.actions.entries())
+        await runAction(action, index, automation, event, deps);
+      await deps.automations.finishRun(event.company_id, runId, 'succeeded', null);
     } catch (error) {
       const message = error instanceof AppError ? `${error.code}: ${error.detail ?? error.title}` : 'action failed';
-      await deps.automations.finishRun(runId, 'failed', message);
-      deps.logger.warn({ err: error, automation_id: automation._id, event_id: event.event_id }, 'automation run failed');
+      await deps.automations.finishRun(event.company_id, runId, 'failed', message);
+      deps.logger.warn(
+        { err: error, automation_id: automation._id, event_id: event.event_id },
+        'automation run failed',
+      );
       // A rejected input (e.g. a stage no longer in the item's pipeline) will not heal by retrying.
       if (!(error instanceof AppError && error.status < 500)) retryable = error as Error;
     }

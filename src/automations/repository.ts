@@ -1,8 +1,8 @@
-import type { Collection, Db } from 'mongodb';
-import type { TaskEventType } from '../events/envelope.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { toIso } from '../shared/time.js';
+import type { TaskEventType } from '../events/envelope.js';
 import type { AutomationAction, AutomationConditions } from './schemas.js';
+import type { Collection, Db } from 'mongodb';
 
 export interface AutomationDoc {
   _id: string;
@@ -42,7 +42,9 @@ export class AutomationsRepository {
   }
 
   static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('automations').createIndexes([{ key: { company_id: 1, trigger: 1, enabled: 1 }, name: 'company_trigger' }]);
+    await db
+      .collection('automations')
+      .createIndexes([{ key: { company_id: 1, trigger: 1, enabled: 1 }, name: 'company_trigger' }]);
     await db.collection('automation_runs').createIndexes([
       { key: { company_id: 1, started_at: -1, _id: -1 }, name: 'company_recent' },
       { key: { company_id: 1, automation_id: 1, started_at: -1, _id: -1 }, name: 'company_automation_recent' },
@@ -58,12 +60,18 @@ export class AutomationsRepository {
   }
 
   list(companyId: string): Promise<AutomationDoc[]> {
-    return this.automations.find({ company_id: companyId, deleted_at: { $exists: false } }).sort({ _id: 1 }).limit(1000).toArray();
+    return this.automations
+      .find({ company_id: companyId, deleted_at: { $exists: false } })
+      .sort({ _id: 1 })
+      .limit(1000)
+      .toArray();
   }
 
   /** The enabled automations an event of this type triggers. */
   triggeredBy(companyId: string, trigger: string): Promise<AutomationDoc[]> {
-    return this.automations.find({ company_id: companyId, trigger: trigger as TaskEventType, enabled: true, deleted_at: { $exists: false } }).toArray();
+    return this.automations
+      .find({ company_id: companyId, trigger: trigger as TaskEventType, enabled: true, deleted_at: { $exists: false } })
+      .toArray();
   }
 
   update(companyId: string, automationId: string, changes: Partial<AutomationDoc>): Promise<AutomationDoc | null> {
@@ -87,14 +95,18 @@ export class AutomationsRepository {
    * Starts (or resumes, on a retried job) the run of an automation for an event. Returns null when
    * that run already succeeded, so a redelivered job does nothing.
    */
-  async startRun(automation: AutomationDoc, event: { event_id: string; type: string }, depth: number): Promise<string | null> {
+  async startRun(
+    automation: AutomationDoc,
+    event: { event_id: string; type: string },
+    depth: number,
+  ): Promise<string | null> {
     const runId = `${automation._id}:${event.event_id}`;
     try {
       await this.runs.updateOne(
-        { _id: runId, status: { $ne: 'succeeded' } },
+        // company_id comes from the filter on insert (and targets the write on a sharded cluster).
+        { company_id: automation.company_id, _id: runId, status: { $ne: 'succeeded' } },
         {
           $setOnInsert: {
-            company_id: automation.company_id,
             automation_id: automation._id,
             event_id: event.event_id,
             event_type: event.type,
@@ -114,8 +126,16 @@ export class AutomationsRepository {
     }
   }
 
-  async finishRun(runId: string, status: 'succeeded' | 'failed', error: string | null): Promise<void> {
-    await this.runs.updateOne({ _id: runId }, { $set: { status, error, finished_at: new Date() } });
+  async finishRun(
+    companyId: string,
+    runId: string,
+    status: 'succeeded' | 'failed',
+    error: string | null,
+  ): Promise<void> {
+    await this.runs.updateOne(
+      { company_id: companyId, _id: runId },
+      { $set: { status, error, finished_at: new Date() } },
+    );
   }
 
   listRuns(companyId: string, automationId: string | undefined, limit: number): Promise<AutomationRunDoc[]> {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { TASK_EVENT_TYPES } from '../events/envelope.js';
+import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput } from '../shared/time.js';
 
 const PRIORITIES = ['none', 'low', 'medium', 'high', 'urgent'] as const;
@@ -94,5 +95,5 @@ export const automationRunSchema = z
 
 export const listRunsQuery = z.strictObject({
   automation_id: z.string().optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  limit: limitSchema,
 });

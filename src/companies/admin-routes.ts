@@ -1,34 +1,51 @@
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { errorResponses } from '../http/responses.js';
 import { NotFoundError } from '../shared/errors.js';
 import { companySchema, createCompanyBody, toCompanyResponse, updateCompanyBody } from './schemas.js';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const companyParams = z.object({ company_id: z.string() });
 const tags = ['admin'];
 
 export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
-  app.post('/companies', {
-    schema: { tags, body: createCompanyBody, response: { 201: companySchema, ...errorResponses(400, 401) } },
-  }, async (request, reply) => {
-    const company = await app.repos.companies.create(request.body);
-    return reply.code(201).send(toCompanyResponse(company));
-  });
+  app.post(
+    '/companies',
+    {
+      schema: { tags, body: createCompanyBody, response: { 201: companySchema, ...errorResponses(400, 401) } },
+    },
+    async (request, reply) => {
+      const company = await app.repos.companies.create(request.body);
+      return reply.code(201).send(toCompanyResponse(company));
+    },
+  );
 
-  app.get('/companies/:company_id', {
-    schema: { tags, params: companyParams, response: { 200: companySchema, ...errorResponses(401, 404) } },
-  }, async (request) => {
-    const company = await app.repos.companies.findById(request.params.company_id);
-    if (!company) throw new NotFoundError('Company');
-    return toCompanyResponse(company);
-  });
+  app.get(
+    '/companies/:company_id',
+    {
+      schema: { tags, params: companyParams, response: { 200: companySchema, ...errorResponses(401, 404) } },
+    },
+    async (request) => {
+      const company = await app.repos.companies.findById(request.params.company_id);
+      if (!company) throw new NotFoundError('Company');
+      return toCompanyResponse(company);
+    },
+  );
 
-  app.patch('/companies/:company_id', {
-    schema: { tags, params: companyParams, body: updateCompanyBody, response: { 200: companySchema, ...errorResponses(400, 401, 404) } },
-  }, async (request) => {
-    const company = await app.repos.companies.update(request.params.company_id, request.body);
-    if (!company) throw new NotFoundError('Company');
-    await app.services.authenticator.companyChanged(company._id);
-    return toCompanyResponse(company);
-  });
+  app.patch(
+    '/companies/:company_id',
+    {
+      schema: {
+        tags,
+        params: companyParams,
+        body: updateCompanyBody,
+        response: { 200: companySchema, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const company = await app.repos.companies.update(request.params.company_id, request.body);
+      if (!company) throw new NotFoundError('Company');
+      await app.services.authenticator.companyChanged(company._id);
+      return toCompanyResponse(company);
+    },
+  );
 };

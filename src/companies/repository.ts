@@ -1,5 +1,5 @@
-import type { Collection, Db } from 'mongodb';
 import { newId } from '../shared/ids.js';
+import type { Collection, Db } from 'mongodb';
 
 export type SubscriptionStatus = 'active' | 'inactive';
 
@@ -34,7 +34,10 @@ export class CompaniesRepository {
     return this.collection.findOne({ _id: companyId });
   }
 
-  async update(companyId: string, changes: Partial<Pick<CompanyDoc, 'name' | 'subscription_status'>>): Promise<CompanyDoc | null> {
+  async update(
+    companyId: string,
+    changes: Partial<Pick<CompanyDoc, 'name' | 'subscription_status'>>,
+  ): Promise<CompanyDoc | null> {
     return this.collection.findOneAndUpdate(
       { _id: companyId },
       { $set: { ...changes, updated_at: new Date() } },

@@ -35,8 +35,9 @@ export class PrivateRedisServer {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  static async start(options: { dataDir?: string } = {}): Promise<PrivateRedisServer> {
-    const server = new PrivateRedisServer(await freePort(), options.dataDir);
+  /** On `port` when given (a pinned port), else on a free one. */
+  static async start(options: { dataDir?: string; port?: number } = {}): Promise<PrivateRedisServer> {
+    const server = new PrivateRedisServer(options.port ?? (await freePort()), options.dataDir);
     await server.start();
     return server;
   }
@@ -45,8 +46,17 @@ export class PrivateRedisServer {
     this.child = spawn(
       'redis-server',
       [
-        '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--protected-mode', 'no',
-        ...(this.dataDir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dataDir] : ['--appendonly', 'no']),
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--protected-mode',
+        'no',
+        ...(this.dataDir
+          ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dataDir]
+          : ['--appendonly', 'no']),
       ],
       { stdio: 'ignore' },
     );

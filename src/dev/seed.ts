@@ -1,3 +1,4 @@
+import { displayPrefixOf, hashApiKey } from '../auth/key-material.js';
 import type { App } from '../app.js';
 
 interface DemoSeed {
@@ -8,10 +9,11 @@ interface DemoSeed {
 }
 
 /**
- * Seeds a demo company through the admin API itself (so the demo exercises the real code path) and
- * returns a fresh API key. On later starts against a persistent MongoDB only a new key is made.
+ * Seeds a demo company through the admin API itself (so the demo exercises the real code path), once
+ * per database, and makes sure `apiKey` (the value kept in `.dev/`) is a key of it: on a fresh
+ * database (the embedded ones start empty) a key is created through the admin API and given that value.
  */
-export async function seedDemo(app: App, adminToken: string): Promise<{ apiKey: string; seed: DemoSeed }> {
+export async function seedDemo(app: App, adminToken: string, apiKey: string): Promise<DemoSeed> {
   const headers = { authorization: `Bearer ${adminToken}` };
   const admin = async (method: 'POST', url: string, payload: object) => {
     const response = await app.inject({ method, url: `/v1/admin${url}`, headers, payload });
@@ -22,7 +24,10 @@ export async function seedDemo(app: App, adminToken: string): Promise<{ apiKey: 
   let seed = await seeds.findOne({ _id: 'demo' });
   if (!seed) {
     const company = await admin('POST', '/companies', { name: 'Demo company' });
-    const user = await admin('POST', `/companies/${company.company_id}/users`, { name: 'Dana Demo', email: 'dana@demo.example' });
+    const user = await admin('POST', `/companies/${company.company_id}/users`, {
+      name: 'Dana Demo',
+      email: 'dana@demo.example',
+    });
     const pipeline = await admin('POST', `/companies/${company.company_id}/pipelines`, {
       name: 'Sales',
       stages: [{ name: 'Lead' }, { name: 'Qualified' }, { name: 'Proposal' }, { name: 'Won' }],
@@ -37,9 +42,16 @@ export async function seedDemo(app: App, adminToken: string): Promise<{ apiKey: 
     seed = { _id: 'demo', company_id: company.company_id, user_id: user.user_id, pipeline_id: pipeline.pipeline_id };
     await seeds.insertOne(seed);
   }
-  const key = await admin('POST', `/companies/${seed.company_id}/api-keys`, {
-    name: `dev key ${new Date().toISOString()}`,
-    created_by: seed.user_id,
-  });
-  return { apiKey: key.key, seed };
+  const wanted = hashApiKey(apiKey);
+  if (!(await app.repos.apiKeys.findByHash(wanted))) {
+    const key = await admin('POST', `/companies/${seed.company_id}/api-keys`, {
+      name: 'demo key (npm run dev)',
+      created_by: seed.user_id,
+    });
+    // The admin API never takes a key value; only this dev seed re-keys its own fresh key.
+    await app.deps.db
+      .collection('api_keys')
+      .updateOne({ _id: key.key_id }, { $set: { key_hash: wanted, prefix: displayPrefixOf(apiKey) } });
+  }
+  return seed;
 }

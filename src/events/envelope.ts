@@ -1,8 +1,18 @@
 import { z } from 'zod';
 import { newId } from '../shared/ids.js';
 
-export const EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue', 'item.created', 'item.updated'] as const;
+export const EVENT_TYPES = [
+  'task.created',
+  'task.updated',
+  'task.completed',
+  'task.overdue',
+  'task.deleted',
+  'item.created',
+  'item.updated',
+  'item.deleted',
+] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
+/** The task events automations can be triggered by: the source spec's four (section 9); task.deleted is not one. */
 export const TASK_EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue'] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPES)[number];
 
@@ -49,7 +59,11 @@ export function buildEvent(
 }
 
 /** Field-by-field differences between two API shapes, for `changes` (only fields that differ). */
-export function diffResources(before: Record<string, unknown>, after: Record<string, unknown>, ignore: string[] = []): Changes {
+export function diffResources(
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+  ignore: string[] = [],
+): Changes {
   const changes: Changes = {};
   for (const field of new Set([...Object.keys(before), ...Object.keys(after)])) {
     if (ignore.includes(field)) continue;

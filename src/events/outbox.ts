@@ -1,5 +1,6 @@
-import type { Collection, Document, Filter, UpdateFilter, WithId } from 'mongodb';
 import type { EventEnvelope } from './envelope.js';
+import type { EventsRepository } from './repository.js';
+import type { Collection, Document, Filter, UpdateFilter, WithId } from 'mongodb';
 
 /**
  * The transactional outbox without transactions: events are written into the changed document itself
@@ -10,32 +11,65 @@ export interface OutboxFields {
   pending_events?: EventEnvelope[];
   /** Set whenever events are pending; the relay finds documents through an index on it. */
   outbox_pending?: true;
+  /** Approximate size of `pending_events` (JSON bytes), for the cap below. */
+  outbox_bytes?: number;
+}
+
+/**
+ * The last-resort bound of a document's outbox (docs/events.md). Normally the web process and the
+ * relay move events out within moments, whatever Redis does; should neither run for long, a write
+ * that would take the outbox past this size first moves the pending events to `events` itself.
+ * With items of at most 1 MiB and events of at most a few MiB, no document gets near 16 MiB.
+ */
+export const OUTBOX_MAX_BYTES = 4 * 1024 * 1024;
+
+export function eventBytes(events: EventEnvelope[]): number {
+  let bytes = 0;
+  for (const event of events) bytes += JSON.stringify(event).length;
+  return bytes;
 }
 
 export const OUTBOX_INDEX = { key: { outbox_pending: 1 }, name: 'outbox_pending', sparse: true } as const;
 
 export function outboxOnInsert(events: EventEnvelope[]): Required<OutboxFields> {
-  return { pending_events: events, outbox_pending: true };
+  return { pending_events: events, outbox_pending: true, outbox_bytes: eventBytes(events) };
 }
 
 /**
  * The compare-and-set write of a change with its events: matches only while `counter` still has the
  * value the caller read, sets the change, bumps the counter and appends the events, all in one
  * document write. Returns the document after the change, or null when someone else wrote first.
+ * When the outbox is too full to take the events, they are moved to `events` first (rare; see
+ * OUTBOX_MAX_BYTES), so the outbox stays bounded and nothing is lost.
  */
-export function updateWithEvents<T extends Document & OutboxFields>(
+export async function updateWithEvents<T extends Document & OutboxFields>(
   collection: Collection<T>,
   filter: Filter<T>,
   counter: { field: string; expected: number },
   changes: Partial<T>,
   events: EventEnvelope[],
+  eventStore: EventsRepository,
 ): Promise<WithId<T> | null> {
   const outbox = outboxOnUpdate(events);
-  const update = { $set: { ...changes, ...outbox.$set }, $inc: { [counter.field]: 1 }, $push: outbox.$push } as unknown as UpdateFilter<T>;
-  return collection.findOneAndUpdate({ ...filter, [counter.field]: counter.expected } as Filter<T>, update, {
-    returnDocument: 'after',
-    projection: { pending_events: 0 },
-  });
+  const update = {
+    $set: { ...changes, ...outbox.$set },
+    $inc: { [counter.field]: 1, ...outbox.$inc },
+    $push: outbox.$push,
+  } as unknown as UpdateFilter<T>;
+  const expected = { ...filter, [counter.field]: counter.expected } as Filter<T>;
+  const room = { outbox_bytes: { $not: { $gt: OUTBOX_MAX_BYTES - outbox.$inc.outbox_bytes } } };
+  const write = () =>
+    collection.findOneAndUpdate({ ...expected, ...room }, update, {
+      returnDocument: 'after',
+      projection: { pending_events: 0 },
+    });
+  const saved = await write();
+  if (saved) return saved;
+  // No match: a lost race (the caller re-reads), or an outbox without room for these events.
+  const full = await collection.findOne(expected, { projection: { company_id: 1, pending_events: 1 } });
+  if (!full?.pending_events?.length) return null;
+  await moveOutboxes(collection as unknown as Collection<Document>, [full], eventStore);
+  return write();
 }
 
 /** Update operators that append events; merge them into the change's own update. */
@@ -43,12 +77,45 @@ export function outboxOnUpdate(events: EventEnvelope[]) {
   return {
     $push: { pending_events: { $each: events } },
     $set: { outbox_pending: true as const },
+    $inc: { outbox_bytes: eventBytes(events) },
   };
+}
+
+/**
+ * Moves documents' pending events to the events collection without publishing them (the relay
+ * publishes everything `unqueued`). Used when Redis is away and by the outbox cap above.
+ */
+export async function moveOutboxes(
+  collection: Collection<Document>,
+  docs: Array<WithId<Document>>,
+  eventStore: EventsRepository,
+): Promise<number> {
+  const moved = docs.map((doc) => ({
+    documentId: String(doc._id),
+    companyId: String(doc.company_id),
+    events: (doc.pending_events ?? []) as EventEnvelope[],
+  }));
+  const events = moved.flatMap((entry) => entry.events);
+  await eventStore.record(events, { queued: false });
+  await clearPublished(
+    collection,
+    moved.map(({ documentId, companyId, events: published }) => ({
+      documentId,
+      companyId,
+      eventIds: published.map((event) => event.event_id),
+      bytes: eventBytes(published),
+    })),
+  );
+  return events.length;
 }
 
 export interface PublishedEvents {
   documentId: string;
+  /** In every filter, so each write is targeted on a cluster sharded by company_id (docs/scaling.md). */
+  companyId: string;
   eventIds: string[];
+  /** Their eventBytes, taken off the document's outbox_bytes when other events stay. */
+  bytes: number;
 }
 
 /**
@@ -60,24 +127,40 @@ export interface PublishedEvents {
 export async function clearPublished(collection: Collection<Document>, published: PublishedEvents[]): Promise<void> {
   if (published.length === 0) return;
   const whole = await collection.bulkWrite(
-    published.map(({ documentId, eventIds }) => ({
+    published.map(({ documentId, companyId, eventIds }) => ({
       updateOne: {
-        filter: { _id: documentId as never, pending_events: { $size: eventIds.length }, 'pending_events.event_id': { $all: eventIds } },
-        update: { $unset: { pending_events: '', outbox_pending: '' } },
+        filter: {
+          company_id: companyId,
+          _id: documentId as never,
+          pending_events: { $size: eventIds.length },
+          'pending_events.event_id': { $all: eventIds },
+        },
+        update: { $unset: { pending_events: '', outbox_pending: '', outbox_bytes: '' } },
       },
     })),
     { ordered: false },
   );
   if (whole.matchedCount === published.length) return;
   await collection.bulkWrite(
-    published.map(({ documentId, eventIds }) => ({
-      updateOne: { filter: { _id: documentId as never }, update: { $pull: { pending_events: { event_id: { $in: eventIds } } } as never } },
+    published.map(({ documentId, companyId, eventIds, bytes }) => ({
+      updateOne: {
+        filter: { company_id: companyId, _id: documentId as never, 'pending_events.event_id': { $in: eventIds } },
+        update: {
+          $pull: { pending_events: { event_id: { $in: eventIds } } },
+          $inc: { outbox_bytes: -bytes },
+        } as never,
+      },
     })),
     { ordered: false },
   );
-  await collection.updateMany(
-    { _id: { $in: published.map(({ documentId }) => documentId as never) }, pending_events: { $size: 0 } },
-    { $unset: { pending_events: '', outbox_pending: '' } },
+  await collection.bulkWrite(
+    published.map(({ documentId, companyId }) => ({
+      updateOne: {
+        filter: { company_id: companyId, _id: documentId as never, pending_events: { $size: 0 } },
+        update: { $unset: { pending_events: '', outbox_pending: '', outbox_bytes: '' } },
+      },
+    })),
+    { ordered: false },
   );
 }
 

@@ -1,60 +1,107 @@
+import { Coalescer } from '../shared/coalesce.js';
+import { createEventProducer, publishEvents, type QueueSettings } from '../shared/queues.js';
+import { withTimeout } from '../shared/time.js';
+import { clearPublished, eventBytes } from './outbox.js';
+import { EVENT_CONSUMERS, EventsRepository, type EventConsumer } from './repository.js';
+import type { Logger } from '../shared/logger.js';
+import type { EventEnvelope } from './envelope.js';
+import type { EventPublisher, OutboxCollection } from './publisher.js';
 import type { FlowProducer } from 'bullmq';
 import type { Db } from 'mongodb';
-import { Coalescer } from '../shared/coalesce.js';
-import type { Logger } from '../shared/logger.js';
-import { withTimeout } from '../shared/time.js';
-import { createEventProducer, publishEvents, type QueueSettings } from '../shared/queues.js';
-import type { EventEnvelope } from './envelope.js';
-import { clearPublished } from './outbox.js';
-import type { EventPublisher, OutboxCollection } from './publisher.js';
 
 /**
- * Publishes recorded events to the event queues and then clears them from the outbox. Used by the
- * API right after a write (so delivery is normally immediate) and by the relay for whatever is left.
- * The connection fails fast while Redis is down; the events then simply wait in MongoDB.
+ * Moves recorded events from the outbox of their documents to the `events` collection (their durable
+ * home), hands them to the event queues when Redis answers, and clears the outbox. Used by the API
+ * right after a write (so delivery is normally immediate) and by the relay for whatever is left. The
+ * move does not depend on Redis: while it is away, events wait in `events` marked `unqueued`.
  */
 const FAST_PATH_TIMEOUT_MS = 2_000;
 
 type Recorded = { collection: OutboxCollection; documentId: string; events: EventEnvelope[] };
 
+/** An event and the consumers still to run it (all of them for a new event). */
+export interface QueuedEvent {
+  event: EventEnvelope;
+  consumers: readonly EventConsumer[];
+}
+
 export class QueueEventPublisher implements EventPublisher {
   private readonly producer: FlowProducer;
-  /** Writes arriving together share one publish and one clearing write per collection. */
+  readonly eventStore: EventsRepository;
+  /** Writes arriving together share one move, one publish and one clearing write per collection. */
   private readonly recorded = new Coalescer<Recorded>((batch) => this.publishBatch(batch));
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly settings: QueueSettings,
     private readonly logger: Logger,
+    options: { eventStore?: EventsRepository; retentionDays?: number } = {},
   ) {
+    this.eventStore = options.eventStore ?? new EventsRepository(db, options.retentionDays);
+    this.db = db;
     this.producer = createEventProducer(settings);
     this.producer.on('error', () => {}); // outages are expected; the relay retries
   }
 
-  private isConnected(): boolean {
+  private readonly db: Db;
+
+  isConnected(): boolean {
     const connection = this.settings.connection as { status?: string };
     return connection.status === undefined || connection.status === 'ready';
   }
 
   /**
-   * Publishes the events of many documents (one round trip for all queues) and then clears them from their
-   * documents; throws when Redis did not accept them, in which case they stay in the outbox.
+   * Adds events to the queues of the consumers still to run them; false when Redis did not take them.
+   * `republished` marks copies of events that may have run already (the consumers check MongoDB first).
    */
-  async publishAndClear(collection: OutboxCollection, documents: Array<{ documentId: string; events: EventEnvelope[] }>): Promise<void> {
-    // BullMQ would wait for a lost connection to come back; fail now instead, the outbox keeps the events.
-    if (!this.isConnected()) throw new Error('redis is not connected');
+  async enqueue(events: QueuedEvent[], options: { republished?: boolean } = {}): Promise<boolean> {
+    // BullMQ would wait for a lost connection to come back; fail now instead, MongoDB keeps the events.
+    if (!this.isConnected()) return false;
+    if (events.length === 0) return true;
+    try {
+      await publishEvents(this.producer, events, options);
+      return true;
+    } catch (error) {
+      this.logger.debug({ err: error, events: events.length }, 'queues did not take the events');
+      return false;
+    }
+  }
+
+  /**
+   * Moves the events of many documents to `events`, publishes them (one round trip for all queues)
+   * and clears them from their documents. Returns whether the queues took them; when not, they wait
+   * in `events` for the relay. Throws only when MongoDB failed (the outbox then still holds them).
+   */
+  async publishAndClear(
+    collection: OutboxCollection,
+    documents: Array<{ documentId: string; companyId?: string; events: EventEnvelope[] }>,
+  ): Promise<boolean> {
     const events = documents.flatMap((document) => document.events);
-    if (events.length > 0) await publishEvents(this.producer, events);
+    const connected = this.isConnected();
+    await this.eventStore.record(events, { queued: connected });
+    const queued = connected && (await this.enqueue(events.map((event) => ({ event, consumers: EVENT_CONSUMERS }))));
+    if (connected && !queued) await this.eventStore.markUnqueued(events);
     await clearPublished(
       this.db.collection(collection),
-      documents.map(({ documentId, events: published }) => ({ documentId, eventIds: published.map((event) => event.event_id) })),
+      documents.flatMap(({ documentId, companyId, events: published }) => {
+        const company = companyId ?? published[0]?.company_id;
+        return company
+          ? [
+              {
+                documentId,
+                companyId: company,
+                eventIds: published.map((event) => event.event_id),
+                bytes: eventBytes(published),
+              },
+            ]
+          : [];
+      }),
     );
+    return queued;
   }
 
   /** Hands just-recorded events to the next flush, a moment later; never throws, never delays the caller. */
   publishRecorded(collection: OutboxCollection, documentId: string, events: EventEnvelope[]): void {
-    // While Redis is away BullMQ would wait for it; the events are safe in the outbox, so skip at once.
-    if (!this.isConnected()) return;
     void this.recorded.add({ collection, documentId, events });
   }
 
@@ -63,7 +110,7 @@ export class QueueEventPublisher implements EventPublisher {
       [...new Set(batch.map((entry) => entry.collection))].map((collection) => {
         const documents = batch.filter((entry) => entry.collection === collection);
         return withTimeout(this.publishAndClear(collection, documents), FAST_PATH_TIMEOUT_MS).catch((error) => {
-          this.logger.debug({ err: error, documents: documents.length }, 'fast-path publish failed; the relay will deliver');
+          this.logger.debug({ err: error, documents: documents.length }, 'fast-path move failed; the relay will');
         });
       }),
     );

@@ -1,30 +1,53 @@
-import type { Db } from 'mongodb';
+import { findPending } from './outbox.js';
 import type { Logger } from '../shared/logger.js';
 import type { EventEnvelope } from './envelope.js';
-import { findPending } from './outbox.js';
 import type { OutboxCollection } from './publisher.js';
 import type { QueueEventPublisher } from './queue-publisher.js';
+import type { Db } from 'mongodb';
 
 const OUTBOX_COLLECTIONS: OutboxCollection[] = ['items', 'tasks'];
 const BATCH = 200;
+const UNQUEUED_BATCH = 500;
+
+export interface RelayPass {
+  /** Events moved from document outboxes to `events`. */
+  moved: number;
+  /** Events handed to the queues (moved ones and ones that waited in `events`). */
+  queued: number;
+}
 
 /**
- * One relay pass: every document with pending events, in bounded batches, published then cleared.
- * Returns how many events went out. Safe to run in several processes at once: jobId = event_id
- * makes a double publish a no-op.
+ * One relay pass. First every document outbox is emptied into `events`, in bounded batches, whether
+ * or not Redis answers (so no outbox grows while Redis is away); then, while Redis answers, the events
+ * no queue has taken yet are queued. Safe to run in several processes at once: recording an event
+ * twice keeps the first, and jobId = event_id makes a double publish a no-op.
  */
-export async function relayPendingEvents(db: Db, publisher: QueueEventPublisher, logger: Logger): Promise<number> {
-  let published = 0;
+export async function relayPendingEvents(db: Db, publisher: QueueEventPublisher, logger: Logger): Promise<RelayPass> {
+  const pass: RelayPass = { moved: 0, queued: 0 };
   for (const collection of OUTBOX_COLLECTIONS) {
     for (;;) {
       const pending = await findPending(db.collection(collection), BATCH);
       if (pending.length === 0) break;
-      const documents = pending.map((doc) => ({ documentId: String(doc._id), events: (doc.pending_events ?? []) as EventEnvelope[] }));
-      await publisher.publishAndClear(collection, documents);
-      published += documents.reduce((sum, document) => sum + document.events.length, 0);
+      const documents = pending.map((doc) => ({
+        documentId: String(doc._id),
+        companyId: String(doc.company_id),
+        events: (doc.pending_events ?? []) as EventEnvelope[],
+      }));
+      const count = documents.reduce((sum, document) => sum + document.events.length, 0);
+      if (await publisher.publishAndClear(collection, documents)) pass.queued += count;
+      pass.moved += count;
       if (pending.length < BATCH) break;
     }
   }
-  if (published > 0) logger.debug({ published }, 'relay published events');
-  return published;
+  while (publisher.isConnected()) {
+    const unqueued = await publisher.eventStore.findUnqueued(UNQUEUED_BATCH);
+    if (unqueued.length === 0) break;
+    const toQueue = unqueued.map((doc) => ({ event: doc.event, consumers: doc.pending }));
+    if (!(await publisher.enqueue(toQueue, { republished: true }))) break;
+    await publisher.eventStore.markQueued(unqueued.map((doc) => doc.event));
+    pass.queued += unqueued.length;
+    if (unqueued.length < UNQUEUED_BATCH) break;
+  }
+  if (pass.moved > 0 || pass.queued > 0) logger.debug(pass, 'relay moved and queued events');
+  return pass;
 }

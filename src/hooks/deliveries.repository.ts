@@ -1,5 +1,7 @@
-import type { Collection, Db } from 'mongodb';
 import type { EventEnvelope, EventType } from '../events/envelope.js';
+import type { DueDelivery } from '../events/reconciler.js';
+import type { DeliveryJob } from '../shared/queues.js';
+import type { Collection, Db, Filter } from 'mongodb';
 
 export interface DeliveryAttempt {
   attempt: number;
@@ -23,6 +25,11 @@ export interface DeliveryDoc {
   event: EventEnvelope;
   /** The latest attempts of this delivery, oldest first (capped). */
   attempts: DeliveryAttempt[];
+  /** When the next attempt is due (null or absent when none will follow), and the job that makes it. */
+  next_attempt_at?: Date | null;
+  job_id?: string;
+  target?: DeliveryJob['target'];
+  attempts_made?: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -59,6 +66,7 @@ export class DeliveriesRepository {
     await db.collection('deliveries').createIndexes([
       { key: { company_id: 1, hook_id: 1, updated_at: -1 }, name: 'hook_recent' },
       { key: { updated_at: 1 }, name: 'retention', expireAfterSeconds: RETENTION_SECONDS },
+      { key: { next_attempt_at: 1, _id: 1 }, name: 'next_attempt' },
     ]);
   }
 
@@ -69,9 +77,16 @@ export class DeliveriesRepository {
     await this.deliveries.bulkWrite(
       records.map(({ key, target, event, attempt }) => ({
         updateOne: {
-          filter: { _id: key },
+          // company_id comes from the filter on insert (and targets the write on a sharded cluster).
+          filter: { company_id: event.company_id, _id: key },
           update: {
-            $setOnInsert: { company_id: event.company_id, ...target, event_id: event.event_id, event_type: event.type, event, created_at: attempt.attempted_at },
+            $setOnInsert: {
+              ...target,
+              event_id: event.event_id,
+              event_type: event.type,
+              event,
+              created_at: attempt.attempted_at,
+            },
             $set: { updated_at: attempt.attempted_at },
             $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
           },
@@ -97,14 +112,51 @@ export class DeliveriesRepository {
       .limit(limit)
       .toArray();
     return docs
-      .flatMap((doc) => doc.attempts.map((attempt) => ({ ...attempt, event_id: doc.event_id, event_type: doc.event_type })))
+      .flatMap((doc) =>
+        doc.attempts.map((attempt) => ({ ...attempt, event_id: doc.event_id, event_type: doc.event_type })),
+      )
       .sort((a, b) => b.attempted_at.getTime() - a.attempted_at.getTime() || b.attempt - a.attempt)
       .slice(0, limit);
   }
 
   async findHookEvent(companyId: string, hookId: string, eventId: string): Promise<EventEnvelope | null> {
-    const doc = await this.deliveries.findOne({ _id: hookDeliveryKey(hookId, eventId), company_id: companyId, hook_id: hookId }, { projection: { event: 1 } });
+    const doc = await this.deliveries.findOne(
+      { _id: hookDeliveryKey(hookId, eventId), company_id: companyId, hook_id: hookId },
+      { projection: { event: 1 } },
+    );
     return doc?.event ?? null;
+  }
+
+  /**
+   * Deliveries waiting for an attempt (`next_attempt_at` set), a page at a time in (next_attempt_at, _id)
+   * order, as the jobs that make those attempts: what the reconciler schedules again after Redis lost
+   * its jobs. `after` is the previous page's `next`.
+   */
+  async dueAttempts(limit: number, after?: string): Promise<{ deliveries: DueDelivery[]; next?: string }> {
+    const position = after ? (JSON.parse(after) as [number, string]) : undefined;
+    const filter = position
+      ? {
+          $or: [
+            { next_attempt_at: { $gt: new Date(position[0]) } },
+            { next_attempt_at: new Date(position[0]), _id: { $gt: position[1] } },
+          ],
+        }
+      : { next_attempt_at: { $gte: new Date(0) } };
+    const docs = await this.deliveries
+      .find(filter as Filter<DeliveryDoc>, { projection: { attempts: 0 } })
+      .sort({ next_attempt_at: 1, _id: 1 })
+      .limit(limit)
+      .toArray();
+    const due = docs.filter((doc) => doc.next_attempt_at && doc.job_id && doc.target);
+    const last = docs[docs.length - 1];
+    return {
+      deliveries: due.map((doc) => ({
+        jobId: doc.job_id!,
+        data: { event: doc.event, target: doc.target!, attempts_before: doc.attempts_made ?? 0 },
+        dueAt: doc.next_attempt_at!,
+      })),
+      next: docs.length === limit && last ? JSON.stringify([last.next_attempt_at!.getTime(), last._id]) : undefined,
+    };
   }
 
   async deleteForHook(companyId: string, hookId: string): Promise<void> {

@@ -1,10 +1,10 @@
+import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
+import { DISABLE_AFTER_FAILING_MS, retryDelay } from './retry-policy.js';
+import { signedHeaders, webhookBody } from './signing.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';
-import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
 import type { HookDoc, HooksRepository } from './repository.js';
-import { DISABLE_AFTER_FAILING_MS, retryDelay } from './retry-policy.js';
 import type { SendResult, WebhookRequest } from './sender.js';
-import { signedHeaders, webhookBody } from './signing.js';
 import type { WebhookSecretsRepository } from './webhook-secrets.repository.js';
 
 export interface DeliveryDeps {
@@ -49,7 +49,13 @@ async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: D
   if (target.kind === 'automation') {
     // Automation webhooks are signed with the company's webhook secret (see webhook-secrets.repository.ts).
     const secret = await deps.secrets.forCompany(event.company_id);
-    return { url: target.url, secret, key: context.jobId, failing: false, owner: { hook_id: null, automation_id: target.automation_id } };
+    return {
+      url: target.url,
+      secret,
+      key: context.jobId,
+      failing: false,
+      owner: { hook_id: null, automation_id: target.automation_id },
+    };
   }
   const hook = context.hook ?? (await deps.hooks.findById(event.company_id, target.hook_id));
   if (!hook) return 'hook deleted';
@@ -87,12 +93,20 @@ async function afterFailure(
  * with backoff until `maxAttempts`, and a hook whose deliveries have all failed for 5 days is disabled.
  * Idempotent enough for at-least-once jobs: a re-run sends again under the same `webhook-id`.
  */
-export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext, deps: DeliveryDeps): Promise<DeliveryOutcome> {
+export async function deliverWebhook(
+  job: DeliveryJob,
+  context: DeliveryContext,
+  deps: DeliveryDeps,
+): Promise<DeliveryOutcome> {
   const now = deps.now ?? (() => new Date());
   const { event } = job;
   const target = await resolveTarget(job, context, deps);
   // Fields of this attempt's log lines (built per line rather than as a child logger per delivery).
-  const about = { event_id: event.event_id, attempt: context.attempt, ...(typeof target === 'string' ? {} : target.owner) };
+  const about = {
+    event_id: event.event_id,
+    attempt: context.attempt,
+    ...(typeof target === 'string' ? {} : target.owner),
+  };
   const log = deps.logger;
   if (typeof target === 'string') {
     log.info({ ...about, outcome: 'skipped', reason: target }, 'webhook not sent');
@@ -101,7 +115,11 @@ export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext,
 
   const attemptedAt = now();
   const body = webhookBody(event);
-  const result = await deps.send({ url: target.url, headers: signedHeaders(target.secret, event.event_id, body, attemptedAt), body });
+  const result = await deps.send({
+    url: target.url,
+    headers: signedHeaders(target.secret, event.event_id, body, attemptedAt),
+    body,
+  });
   const answeredAt = now();
   const statusCode = result.kind === 'response' ? result.statusCode : null;
   const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
@@ -116,7 +134,10 @@ export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext,
     // The receiver unsubscribed: the hook and its history go; nothing more is sent to it.
     await deps.hooks.delete(event.company_id, hookId);
     await deps.deliveries.deleteForHook(event.company_id, hookId);
-    log.info({ ...about, outcome: 'hook_deleted', status_code: 410, duration_ms: result.durationMs }, 'receiver answered 410 Gone; hook deleted');
+    log.info(
+      { ...about, outcome: 'hook_deleted', status_code: 410, duration_ms: result.durationMs },
+      'receiver answered 410 Gone; hook deleted',
+    );
     return { outcome: 'gave_up', reason: 'gone' };
   } else if (statusCode === 410) {
     decision = { outcome: 'gave_up', reason: 'gone' }; // an automation's receiver: stop this delivery
@@ -124,7 +145,12 @@ export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext,
     decision = await afterFailure(job, hookId, context.attempt, result, { attemptedAt, answeredAt }, deps);
   }
 
-  const error = result.kind === 'error' ? result.error : statusCode !== null && statusCode >= 300 && statusCode < 400 ? 'redirect not followed' : null;
+  const error =
+    result.kind === 'error'
+      ? result.error
+      : statusCode !== null && statusCode >= 300 && statusCode < 400
+        ? 'redirect not followed'
+        : null;
   await deps.deliveries.recordAttempt({
     key: target.key,
     target: target.owner,
@@ -142,7 +168,14 @@ export async function deliverWebhook(job: DeliveryJob, context: DeliveryContext,
   const level = succeeded ? 'info' : 'warn';
   if (log.isLevelEnabled(level)) {
     log[level](
-      { ...about, ...decision, status_code: statusCode, error, duration_ms: result.durationMs, origin: new URL(target.url).origin },
+      {
+        ...about,
+        ...decision,
+        status_code: statusCode,
+        error,
+        duration_ms: result.durationMs,
+        origin: new URL(target.url).origin,
+      },
       succeeded ? 'webhook delivered' : 'webhook attempt failed',
     );
   }

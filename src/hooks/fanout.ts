@@ -32,7 +32,13 @@ export async function fanOutEvent(event: EventEnvelope, deps: FanOutDeps): Promi
   if (!(await deps.claim(event.event_id))) return 0;
   const hooks = await deps.hooks.enabledFor(event.company_id, event.type);
   await Promise.all(
-    hooks.map((hook) => deps.deliver(hook, { event, target: { kind: 'hook', hook_id: hook._id } }, hookDeliveryJobId(hook._id, event.event_id))),
+    hooks.map((hook) =>
+      deps.deliver(
+        hook,
+        { event, target: { kind: 'hook', hook_id: hook._id } },
+        hookDeliveryJobId(hook._id, event.event_id),
+      ),
+    ),
   );
   return hooks.length;
 }

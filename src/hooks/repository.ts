@@ -1,7 +1,7 @@
-import type { Collection, Db } from 'mongodb';
-import type { EventType } from '../events/envelope.js';
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
+import type { EventType } from '../events/envelope.js';
+import type { Collection, Db } from 'mongodb';
 
 /** An event type, or `*` for every type. */
 export type HookEvent = EventType | '*';
@@ -87,7 +87,9 @@ export class HooksRepository {
 
   /** The hooks an event fans out to: enabled, subscribed to its type or to `*`. */
   async enabledFor(companyId: string, type: EventType): Promise<HookDoc[]> {
-    const enabled = await this.enabledByCompany.get(companyId, () => this.hooks.find({ company_id: companyId, disabled_at: null }).toArray());
+    const enabled = await this.enabledByCompany.get(companyId, () =>
+      this.hooks.find({ company_id: companyId, disabled_at: null }).toArray(),
+    );
     return enabled.filter((hook) => hook.event === type || hook.event === '*');
   }
 
@@ -102,13 +104,19 @@ export class HooksRepository {
   }
 
   async recordSuccess(companyId: string, hookId: string): Promise<void> {
-    const reset = await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: { $ne: null } }, { $set: { failing_since: null } });
+    const reset = await this.hooks.updateOne(
+      { company_id: companyId, _id: hookId, failing_since: { $ne: null } },
+      { $set: { failing_since: null } },
+    );
     if (reset.modifiedCount > 0) await this.announce(companyId);
   }
 
   /** Notes a failed attempt; returns true when this failure disabled the hook (failing since `disableIfFailingSince` or earlier). */
   async recordFailure(companyId: string, hookId: string, now: Date, disableIfFailingSince: Date): Promise<boolean> {
-    const started = await this.hooks.updateOne({ company_id: companyId, _id: hookId, failing_since: null }, { $set: { failing_since: now } });
+    const started = await this.hooks.updateOne(
+      { company_id: companyId, _id: hookId, failing_since: null },
+      { $set: { failing_since: now } },
+    );
     const disabled = await this.hooks.updateOne(
       { company_id: companyId, _id: hookId, disabled_at: null, failing_since: { $lte: disableIfFailingSince } },
       { $set: { disabled_at: now } },

@@ -1,13 +1,20 @@
-import type { Queue } from 'bullmq';
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { errorResponses, EXT_ERRORS, noContent } from '../http/responses.js';
-import { createQueue, type DeliveryJob } from '../shared/queues.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
-import { createdHookSchema, createHookBody, deliveryAttemptSchema, hookSchema, redeliverySchema, toHookResponse } from './schemas.js';
+import { createQueue, type DeliveryJob } from '../shared/queues.js';
+import {
+  createdHookSchema,
+  createHookBody,
+  deliveryAttemptSchema,
+  hookSchema,
+  redeliverySchema,
+  toHookResponse,
+} from './schemas.js';
 import { HooksService } from './service.js';
+import type { Queue } from 'bullmq';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const tags = ['hooks'];
 const hookParams = z.object({ hook_id: z.string() });
@@ -32,65 +39,95 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
     await deliveries?.close();
   });
 
-  app.post('/hooks', {
-    config: {
-      scope: 'hooks:manage',
-      referenceProblems: async (request) => {
-        const { target_url: targetUrl } = wellFormedFields(createHookBody, request.body, ['target_url']);
-        return targetUrl === undefined ? [] : hooks.targetProblems(targetUrl);
+  app.post(
+    '/hooks',
+    {
+      config: {
+        scope: 'hooks:manage',
+        referenceProblems: async (request) => {
+          const { target_url: targetUrl } = wellFormedFields(createHookBody, request.body, ['target_url']);
+          return targetUrl === undefined ? [] : hooks.targetProblems(targetUrl);
+        },
+      },
+      schema: {
+        tags,
+        summary: 'Subscribe a REST hook (the same target and event again returns that hook, re-enabled)',
+        description:
+          'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks).',
+        body: createHookBody,
+        response: { 201: createdHookSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
       },
     },
-    schema: {
-      tags,
-      summary: 'Subscribe a REST hook (the same target and event again returns that hook, re-enabled)',
-      description: 'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks).',
-      body: createHookBody,
-      response: { 201: createdHookSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
-    },
-  }, async (request, reply) => reply.code(201).send(await hooks.subscribe(authOf(request), request.body)));
+    async (request, reply) => reply.code(201).send(await hooks.subscribe(authOf(request), request.body)),
+  );
 
-  app.get('/hooks', {
-    config: { scope: 'hooks:manage' },
-    schema: {
-      tags,
-      summary: 'List REST hooks (without secrets)',
-      querystring: idPageQuery,
-      response: { 200: z.array(hookSchema), ...errorResponses(...EXT_ERRORS) },
+  app.get(
+    '/hooks',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'List REST hooks (without secrets)',
+        querystring: idPageQuery,
+        response: { 200: z.array(hookSchema), ...errorResponses(...EXT_ERRORS) },
+      },
     },
-  }, async (request, reply) => {
-    const companyId = authOf(request).companyId;
-    const page = await pageByCreation(await app.services.cursors(), `hooks:${companyId}`, request.query, (afterId, limit) =>
-      app.repos.hooks.list(companyId, afterId, limit),
-    );
-    setNextPageHeaders(request, reply, page.nextCursor);
-    return page.rows.map(toHookResponse);
-  });
-
-  app.delete('/hooks/:hook_id', {
-    config: { scope: 'hooks:manage' },
-    schema: { tags, summary: 'Unsubscribe a REST hook', params: hookParams, response: { 204: noContent, ...errorResponses(...EXT_ERRORS, 404) } },
-  }, async (request, reply) => {
-    await hooks.unsubscribe(authOf(request), request.params.hook_id);
-    return reply.code(204).send(null);
-  });
-
-  app.get('/hooks/:hook_id/deliveries', {
-    config: { scope: 'hooks:manage' },
-    schema: {
-      tags,
-      summary: 'Latest delivery attempts of a hook, newest first (at most 100)',
-      params: hookParams,
-      response: { 200: z.array(deliveryAttemptSchema), ...errorResponses(...EXT_ERRORS, 404) },
+    async (request, reply) => {
+      const companyId = authOf(request).companyId;
+      const page = await pageByCreation(
+        await app.services.cursors(),
+        `hooks:${companyId}`,
+        request.query,
+        (afterId, limit) => app.repos.hooks.list(companyId, afterId, limit),
+      );
+      setNextPageHeaders(request, reply, page.nextCursor);
+      return page.rows.map(toHookResponse);
     },
-  }, async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id));
+  );
 
-  app.post('/hooks/:hook_id/deliveries/:event_id/redeliver', {
-    config: { scope: 'hooks:manage' },
-    schema: {
-      tags,
-      summary: 'Send a delivered or failed event to the hook again (same webhook-id); re-enables a disabled hook',
-      params: deliveryParams,
-      response: { 202: redeliverySchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+  app.delete(
+    '/hooks/:hook_id',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Unsubscribe a REST hook',
+        params: hookParams,
+        response: { 204: noContent, ...errorResponses(...EXT_ERRORS, 404) },
+      },
     },
-  }, async (request, reply) => reply.code(202).send(await hooks.redeliver(authOf(request), request.params.hook_id, request.params.event_id)));
+    async (request, reply) => {
+      await hooks.unsubscribe(authOf(request), request.params.hook_id);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.get(
+    '/hooks/:hook_id/deliveries',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Latest delivery attempts of a hook, newest first (at most 100)',
+        params: hookParams,
+        response: { 200: z.array(deliveryAttemptSchema), ...errorResponses(...EXT_ERRORS, 404) },
+      },
+    },
+    async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id),
+  );
+
+  app.post(
+    '/hooks/:hook_id/deliveries/:event_id/redeliver',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Send a delivered or failed event to the hook again (same webhook-id); re-enables a disabled hook',
+        params: deliveryParams,
+        response: { 202: redeliverySchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+      },
+    },
+    async (request, reply) =>
+      reply.code(202).send(await hooks.redeliver(authOf(request), request.params.hook_id, request.params.event_id)),
+  );
 };

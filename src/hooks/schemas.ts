@@ -31,9 +31,12 @@ export const hookSchema = z
 const { hook_id, target_url, event, created_at, disabled_at } = hookSchema.shape;
 export const createdHookSchema = z
   .object({
-    hook_id, target_url, event,
+    hook_id,
+    target_url,
+    event,
     secret: z.string().describe('Standard Webhooks signing secret (`whsec_...`); shown only in this response'),
-    created_at, disabled_at,
+    created_at,
+    disabled_at,
   })
   .meta({ id: 'HookWithSecret', example: { ...example, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } });
 
@@ -53,10 +56,26 @@ export const deliveryAttemptSchema = z
   .object({
     event_id: z.string().describe('Also the webhook-id header of the delivery'),
     event_type: z.enum(EVENT_TYPES),
-    attempt: z.number().int().describe('1 for the first try; redeliveries count from 1 again'),
-    status_code: z.number().int().nullable().describe('The receiver answer, null when none arrived'),
-    error: z.string().nullable().describe('Why the attempt failed without an answer (timeout, refused, connection error)'),
-    duration_ms: z.number().int(),
+    attempt: z
+      .number()
+      .int()
+      .min(1)
+      .max(50)
+      .describe('1 for the first try; redeliveries count from 1 again')
+      .meta({ example: 1 }),
+    status_code: z
+      .number()
+      .int()
+      .min(100)
+      .max(999)
+      .nullable()
+      .describe('The receiver answer, null when none arrived')
+      .meta({ example: 200 }),
+    error: z
+      .string()
+      .nullable()
+      .describe('Why the attempt failed without an answer (timeout, refused, connection error)'),
+    duration_ms: z.number().int().min(0).max(86_400_000).meta({ example: 84 }),
     succeeded: z.boolean(),
     next_retry_at: isoTimestampOutput.nullable().describe('When the next attempt is due; null when none will follow'),
     attempted_at: isoTimestampOutput,
@@ -64,14 +83,24 @@ export const deliveryAttemptSchema = z
   .meta({
     id: 'HookDeliveryAttempt',
     example: {
-      event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9', event_type: 'task.created', attempt: 2, status_code: 503, error: null,
-      duration_ms: 41, succeeded: false, next_retry_at: '2026-11-20T08:01:30.000Z', attempted_at: '2026-11-20T08:00:30.000Z',
+      event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',
+      event_type: 'task.created',
+      attempt: 2,
+      status_code: 503,
+      error: null,
+      duration_ms: 41,
+      succeeded: false,
+      next_retry_at: '2026-11-20T08:01:30.000Z',
+      attempted_at: '2026-11-20T08:00:30.000Z',
     },
   });
 
 export const redeliverySchema = z
   .object({ hook_id: z.string(), event_id: z.string(), status: z.literal('queued') })
-  .meta({ id: 'HookRedelivery', example: { hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9', event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9', status: 'queued' } });
+  .meta({
+    id: 'HookRedelivery',
+    example: { hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9', event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9', status: 'queued' },
+  });
 
 export type HookResponse = z.infer<typeof hookSchema>;
 export type CreatedHookResponse = z.infer<typeof createdHookSchema>;

@@ -18,7 +18,12 @@ const MAX_RESPONSE_BYTES = 64 * 1024;
 function describe(error: unknown, timeoutMs: number): string {
   if (error instanceof ForbiddenTargetError) return `refused: ${error.message}`;
   const { name, code, message } = error as { name?: string; code?: string; message?: string };
-  if (name === 'TimeoutError' || name === 'AbortError' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT') {
+  if (
+    name === 'TimeoutError' ||
+    name === 'AbortError' ||
+    code === 'UND_ERR_CONNECT_TIMEOUT' ||
+    code === 'UND_ERR_HEADERS_TIMEOUT'
+  ) {
     return `timeout: no answer within ${timeoutMs} ms`;
   }
   return `connection failed: ${code ?? name ?? 'error'}${message ? ` (${message.slice(0, 200)})` : ''}`;

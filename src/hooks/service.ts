@@ -1,12 +1,18 @@
-import type { AuthContext } from '../auth/authenticator.js';
 import { NotFoundError, UnavailableError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
+import { hookDeliveryJobId } from './fanout.js';
+import {
+  toAttemptResponse,
+  toHookResponse,
+  type CreateHookBody,
+  type CreatedHookResponse,
+  type DeliveryAttemptResponse,
+} from './schemas.js';
+import { newWebhookSecret } from './signing.js';
+import type { AuthContext } from '../auth/authenticator.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
-import { hookDeliveryJobId } from './fanout.js';
 import type { HookDoc, HooksRepository } from './repository.js';
-import { toAttemptResponse, toHookResponse, type CreateHookBody, type CreatedHookResponse, type DeliveryAttemptResponse } from './schemas.js';
-import { newWebhookSecret } from './signing.js';
 import type { TargetGuard } from './target-guard.js';
 
 /** How many of a hook's latest attempts the deliveries route shows. */
@@ -55,17 +61,26 @@ export class HooksService {
 
   async recentAttempts(caller: Caller, hookId: string): Promise<DeliveryAttemptResponse[]> {
     await this.find(caller, hookId);
-    return (await this.deps.deliveries.recentAttempts(caller.companyId, hookId, RECENT_ATTEMPTS)).map(toAttemptResponse);
+    return (await this.deps.deliveries.recentAttempts(caller.companyId, hookId, RECENT_ATTEMPTS)).map(
+      toAttemptResponse,
+    );
   }
 
   /** Sends a recorded event to the hook again (same webhook-id) and re-enables a disabled hook. */
-  async redeliver(caller: Caller, hookId: string, eventId: string): Promise<{ hook_id: string; event_id: string; status: 'queued' }> {
+  async redeliver(
+    caller: Caller,
+    hookId: string,
+    eventId: string,
+  ): Promise<{ hook_id: string; event_id: string; status: 'queued' }> {
     const hook = await this.find(caller, hookId);
     const event = await this.deps.deliveries.findHookEvent(caller.companyId, hookId, eventId);
     if (!event) throw new NotFoundError('Delivery');
     if (hook.disabled_at) await this.deps.hooks.reenable(caller.companyId, hookId);
     try {
-      await this.deps.enqueueDelivery({ event, target: { kind: 'hook', hook_id: hookId } }, hookDeliveryJobId(hookId, eventId, `redeliver-${Date.now()}`));
+      await this.deps.enqueueDelivery(
+        { event, target: { kind: 'hook', hook_id: hookId } },
+        hookDeliveryJobId(hookId, eventId, `redeliver-${Date.now()}`),
+      );
     } catch {
       throw new UnavailableError('The delivery queue is unreachable; retry shortly');
     }

@@ -9,14 +9,16 @@ export class ForbiddenTargetError extends Error {
 /** Resolves a host name to every address it has; injectable so tests can play DNS. */
 export type Resolver = (hostname: string) => Promise<string[]>;
 
-export const systemResolver: Resolver = async (hostname) => (await dnsLookup(hostname, { all: true, verbatim: true })).map((entry) => entry.address);
+export const systemResolver: Resolver = async (hostname) =>
+  (await dnsLookup(hostname, { all: true, verbatim: true })).map((entry) => entry.address);
 
 /** True when connecting to this address could reach something internal (loopback, private, metadata, ...). */
 export function isForbiddenAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return true;
   let parsed = ipaddr.parse(address);
   // ::ffff:127.0.0.1 is 127.0.0.1: judge the IPv4 inside.
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress())
+    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
   // ipaddr.js names every special-purpose range (loopback, private, linkLocal incl. 169.254.169.254,
   // uniqueLocal, carrierGradeNat, multicast, unspecified, reserved, ...); only plain unicast is public.
   return parsed.range() !== 'unicast';
@@ -90,7 +92,10 @@ export class TargetGuard {
     const address = addresses[0];
     if (address === undefined) throw new Error(`${host} does not resolve`);
     const forbidden = addresses.find((candidate) => !this.mayConnectTo(candidate));
-    if (forbidden !== undefined) throw new ForbiddenTargetError(`${host} resolves to ${forbidden}, a private, loopback or otherwise internal address`);
+    if (forbidden !== undefined)
+      throw new ForbiddenTargetError(
+        `${host} resolves to ${forbidden}, a private, loopback or otherwise internal address`,
+      );
     return address;
   }
 }

@@ -1,6 +1,6 @@
-import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { newWebhookSecret } from './signing.js';
+import type { Collection, Db } from 'mongodb';
 
 interface WebhookSecretDoc {
   /** The company id. */

@@ -1,6 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import type { z } from 'zod';
 import {
   AppError,
   InvalidJsonError,
@@ -12,6 +10,17 @@ import {
 import { isMongoUnavailable } from '../shared/mongo.js';
 import { withTimeout } from '../shared/time.js';
 import { sendProblem } from './problem.js';
+import type {
+  FastifyBaseLogger,
+  FastifyError,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  FastifyTypeProvider,
+  RawServerDefault,
+} from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -106,7 +115,8 @@ export function handleFrameworkError(error: FastifyError, request: FastifyReques
   reply.header('x-request-id', request.id);
   // An over-long id is a malformed id, and those are 404 like unknown ones (DECISIONS.md section 1).
   if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') return void sendProblem(reply, new NotFoundError('Route'));
-  if (error.code === 'FST_ERR_BAD_URL') return void sendProblem(reply, new AppError(400, 'bad_request', 'Bad request', 'The request URL is malformed'));
+  if (error.code === 'FST_ERR_BAD_URL')
+    return void sendProblem(reply, new AppError(400, 'bad_request', 'Bad request', 'The request URL is malformed'));
   request.log.error({ err: error }, 'routing error');
   sendProblem(reply, new AppError(500, 'internal', 'Internal error', 'Something went wrong on our side'));
 }
@@ -119,7 +129,9 @@ export function answerUnknownRoute(request: FastifyRequest, reply: FastifyReply)
   sendProblem(reply, new NotFoundError('Route'));
 }
 
-export function registerErrorHandling(app: FastifyInstance<any, any, any, any, any>): void {
+export function registerErrorHandling<Provider extends FastifyTypeProvider>(
+  app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, Provider>,
+): void {
   app.setNotFoundHandler(answerUnknownRoute);
 
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
@@ -137,7 +149,10 @@ export function registerErrorHandling(app: FastifyInstance<any, any, any, any, a
     }
     // Other 4xx raised by Fastify itself (e.g. malformed headers) keep their status but not their text.
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
-      return sendProblem(reply, new AppError(error.statusCode, 'bad_request', 'Bad request', 'The request is malformed'));
+      return sendProblem(
+        reply,
+        new AppError(error.statusCode, 'bad_request', 'Bad request', 'The request is malformed'),
+      );
     }
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(reply, new AppError(500, 'internal', 'Internal error', 'Something went wrong on our side'));

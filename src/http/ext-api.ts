@@ -1,11 +1,12 @@
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { createExtAuthHook } from '../auth/ext-auth.js';
+import { eventsRoutes } from '../events/routes.js';
 import { hooksRoutes } from '../hooks/routes.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
 import { itemsRoutes } from '../items/routes.js';
 import { pipelinesRoutes } from '../pipelines/routes.js';
 import { tasksRoutes } from '../tasks/routes.js';
 import { answerUnknownRoute } from './error-handler.js';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 /** Everything under `/v1/ext/`: one auth hook and idempotency for all routes, then the features. */
 export const extApi: FastifyPluginAsyncZod = async (app) => {
@@ -19,4 +20,5 @@ export const extApi: FastifyPluginAsyncZod = async (app) => {
   await app.register(itemsRoutes);
   await app.register(tasksRoutes);
   await app.register(hooksRoutes);
+  await app.register(eventsRoutes);
 };

@@ -1,5 +1,5 @@
-import type { FastifyInstance } from 'fastify';
 import { httpRequestDuration } from '../shared/metrics.js';
+import type { FastifyInstance } from 'fastify';
 
 /**
  * One JSON log line per request (request id, company and key ids, never the key), and the request
@@ -9,7 +9,10 @@ export function registerRequestObservation(app: FastifyInstance): void {
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const durationMs = reply.elapsedTime;
-    httpRequestDuration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, durationMs / 1000);
+    httpRequestDuration.observe(
+      { method: request.method, route, status_code: String(reply.statusCode) },
+      durationMs / 1000,
+    );
     request.log.info(
       {
         method: request.method,

@@ -1,12 +1,16 @@
 import fastifySwagger from '@fastify/swagger';
-import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { EVENT_TYPES } from '../events/envelope.js';
+import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
+import { operationIdOf } from './operation-ids.js';
 import { PROBLEM_CONTENT_TYPE } from './problem.js';
+import type { FastifyInstance } from 'fastify';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const EXT_PREFIX = '/v1/ext/';
+const ADMIN_PREFIX = '/v1/admin/';
+const LICENSE = { name: 'Apache-2.0', identifier: 'Apache-2.0' };
 
 const RATE_LIMIT_HEADERS = {
   'RateLimit-Limit': { $ref: '#/components/headers/RateLimitLimit' },
@@ -15,36 +19,79 @@ const RATE_LIMIT_HEADERS = {
   'RateLimit-Policy': { $ref: '#/components/headers/RateLimitPolicy' },
 };
 
+const EXAMPLE_CURSOR = 'eyJ2IjpbIjIwMjYtMTEtMjJUMDk6MzA6MDAuMDAwWiJdfQ';
+
 const COMPONENT_HEADERS = {
-  RateLimitLimit: { description: 'Requests allowed per window for this API key', schema: { type: 'integer' } },
-  RateLimitRemaining: { description: 'Requests left in the current sliding window', schema: { type: 'integer' } },
-  RateLimitReset: { description: 'Seconds until the oldest counted request leaves the window', schema: { type: 'integer' } },
-  RateLimitPolicy: { description: 'The policy, e.g. `60;w=60`', schema: { type: 'string' } },
-  RetryAfter: { description: 'Seconds to wait before retrying', schema: { type: 'integer', minimum: 1 } },
-  Link: { description: 'RFC 8288 link to the next page: `<...&cursor=X>; rel="next"`; absent on the last page', schema: { type: 'string' } },
-  NextCursor: { description: 'Cursor of the next page; absent on the last page', schema: { type: 'string' } },
-  RequestId: { description: 'Request id (an incoming sane x-request-id is reused)', schema: { type: 'string' } },
+  RateLimitLimit: {
+    description: 'Requests allowed per window for this API key (`RATE_LIMIT_MAX`)',
+    schema: { type: 'integer', minimum: 1, maximum: 1_000_000_000 },
+    example: 60,
+  },
+  RateLimitRemaining: {
+    description: 'Requests left in the current sliding window',
+    schema: { type: 'integer', minimum: 0, maximum: 1_000_000_000 },
+    example: 59,
+  },
+  RateLimitReset: {
+    description: 'Seconds until the oldest counted request leaves the window',
+    schema: { type: 'integer', minimum: 0, maximum: 86_400 },
+    example: 42,
+  },
+  RateLimitPolicy: {
+    description: 'The policy: limit and window in seconds',
+    schema: { type: 'string' },
+    example: '60;w=60',
+  },
+  RetryAfter: {
+    description: 'Seconds to wait before retrying',
+    schema: { type: 'integer', minimum: 1, maximum: 86_400 },
+    example: 7,
+  },
+  NextCursor: {
+    description: 'Cursor of the next page, for the `cursor` query parameter; absent on the last page',
+    schema: { type: 'string' },
+    example: EXAMPLE_CURSOR,
+  },
+  RequestId: {
+    description: 'Request id (an incoming sane x-request-id is reused)',
+    schema: { type: 'string' },
+    example: '0d6f4d1e-3c1a-4b8e-9d0e-1f2a3b4c5d6e',
+  },
+};
+
+/** Operations that honour If-Match, and what the header is compared with. */
+const IF_MATCH: Record<string, string> = {
+  'patch /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the update expects; 412 when stale',
+  'delete /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the deletion expects; 412 when stale',
+  'put /v1/ext/items/by-external-id/{external_id}':
+    'The ETag (`"<version>"`) the update expects; 412 when stale, and when no item has this external_id yet',
+  'delete /v1/ext/tasks/{task_id}': "The task's ETag (from GET, POST or PATCH) the deletion expects; 412 when stale",
 };
 
 const DESCRIPTION = `The external API of the pipeline records service. Authenticate with an API key in the
 \`x-api-key\` header; each operation names the scope it needs. Errors are RFC 9457 problem details
-(\`application/problem+json\`) with a stable \`code\`. Lists are bare JSON arrays with keyset pagination
+(\`application/problem+json\`) with a stable \`code\`, explained at [/docs/errors](/docs/errors). Lists are bare JSON arrays with keyset pagination
 (\`limit\`, \`cursor\`, \`Link\` and \`x-next-cursor\`). Every POST accepts an \`Idempotency-Key\` header.
 Webhook deliveries (see \`webhooks\`) carry Standard Webhooks signatures.`;
 
 const STATUS_DESCRIPTIONS: Record<string, string> = {
-  '200': 'OK', '201': 'Created', '202': 'Accepted', '204': 'No content', '400': 'Invalid input (validation_failed, invalid_json)',
-  '401': 'Missing, unknown, revoked or expired API key', '402': 'Company subscription inactive', '403': 'The key lacks the required scope',
-  '404': 'Not found in the caller company', '409': 'Conflict (version_conflict, idempotency_in_progress)',
-  '412': 'If-Match does not match the current ETag', '413': 'Body over 1 MiB', '415': 'Body is not application/json',
-  '422': 'Idempotency-Key reused with a different body', '429': 'Rate limit exceeded', '503': 'A backing service is unreachable',
+  '200': 'OK',
+  '201': 'Created',
+  '202': 'Accepted',
+  '204': 'No content',
+  '400': 'Invalid input (validation_failed, invalid_json)',
+  '401': 'Missing, unknown, revoked or expired API key',
+  '402': 'Company subscription inactive',
+  '403': 'The key lacks the required scope',
+  '404': 'Not found in the caller company',
+  '409': 'Conflict (version_conflict, idempotency_in_progress)',
+  '412': 'If-Match does not match the current ETag',
+  '413': 'Body over 1 MiB',
+  '415': 'Body is not application/json',
+  '422': 'Idempotency-Key reused with a different body',
+  '429': 'Rate limit exceeded',
+  '503': 'A backing service is unreachable',
 };
-
-/** `GET /v1/ext/items/{item_id}` → `getItemsItemId`: stable ids that tools can name operations by. */
-function operationIdFor(method: string, path: string): string {
-  const words = path.slice(EXT_PREFIX.length).split(/[/{}_-]+/).filter(Boolean);
-  return method + words.map((word) => word[0].toUpperCase() + word.slice(1)).join('');
-}
 
 /** Drops component schemas nothing refers to (the zod registry also holds admin-only and input twins). */
 function pruneUnusedSchemas(document: Json): void {
@@ -67,23 +114,92 @@ function pruneUnusedSchemas(document: Json): void {
   for (const name of Object.keys(schemas)) if (!used.has(name)) delete schemas[name];
 }
 
+/** On a 429 the window is used up: its own example instead of the shared header's. */
+const EXHAUSTED_REMAINING = {
+  description: 'Requests left in the current sliding window: none',
+  schema: { type: 'integer', minimum: 0, maximum: 1_000_000 },
+  example: 0,
+};
+
+const EXAMPLE_REQUEST_ID = '0d6f4d1e-3c1a-4b8e-9d0e-1f2a3b4c5d6e';
+
+/** Extra members of a problem, by code, for the examples. */
+function problemExtras(code: string, scope: string | undefined): Json {
+  switch (code) {
+    case 'validation_failed':
+      return {
+        detail: 'name: Too small: expected string to have >=1 characters (and 1 more)',
+        errors: [
+          { path: 'name', message: 'Too small: expected string to have >=1 characters' },
+          { path: 'stage_id', message: 'is not a stage of this pipeline' },
+        ],
+      };
+    case 'insufficient_scope':
+      return {
+        detail: `This operation needs the ${scope ?? 'items:read'} scope`,
+        required_scope: scope ?? 'items:read',
+      };
+    case 'version_conflict':
+    case 'precondition_failed':
+      return { current_version: 4 };
+    default:
+      return {};
+  }
+}
+
+/** One example body per code that answers with this status here (section 2 of the error model). */
+function problemExamples(status: number, method: string, path: string, scope: string | undefined): Json {
+  const examples: Json = {};
+  for (const [code, entry] of Object.entries(ERROR_CATALOGUE)) {
+    if (entry.status !== status) continue;
+    if (entry.appliesTo && !entry.appliesTo(method.toUpperCase(), path)) continue;
+    examples[code] = {
+      summary: entry.title,
+      value: {
+        type: errorTypeUri(code),
+        title: entry.title,
+        status,
+        code,
+        detail: entry.meaning,
+        ...problemExtras(code, scope),
+        request_id: EXAMPLE_REQUEST_ID,
+      },
+    };
+  }
+  return examples;
+}
+
 /** Adds what the zod schemas cannot say: problem+json errors, rate-limit and paging headers, idempotency, webhooks. */
 function decorateDocument(document: Json): Json {
   for (const [path, operations] of Object.entries<Json>(document.paths ?? {})) {
     for (const [method, operation] of Object.entries<Json>(operations)) {
-      operation.operationId ??= operationIdFor(method, path);
+      const operationId = operationIdOf(method, path);
+      if (operationId) operation.operationId = operationId;
       for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
         const code = Number(status);
-        if (response.description === 'Default Response') response.description = STATUS_DESCRIPTIONS[status] ?? 'Response';
+        if (response.description === 'Default Response')
+          response.description = STATUS_DESCRIPTIONS[status] ?? 'Response';
         if (code >= 400 && response.content?.['application/json']) {
-          response.content = { [PROBLEM_CONTENT_TYPE]: response.content['application/json'] };
+          const examples = problemExamples(code, method, path, operation['x-required-scope']);
+          response.content = {
+            [PROBLEM_CONTENT_TYPE]: {
+              ...response.content['application/json'],
+              ...(Object.keys(examples).length > 0 ? { examples } : {}),
+            },
+          };
         }
         response.headers = { 'x-request-id': { $ref: '#/components/headers/RequestId' }, ...response.headers };
         const rateLimited = path.startsWith(EXT_PREFIX) && code !== 401 && code !== 402;
         if (rateLimited) Object.assign(response.headers, RATE_LIMIT_HEADERS);
         if (code === 429 || code === 503) response.headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
+        if (code === 429 && rateLimited) response.headers['RateLimit-Remaining'] = EXHAUSTED_REMAINING;
         if (code === 200 && method === 'get' && response.content?.['application/json']?.schema?.type === 'array') {
-          response.headers.Link = { $ref: '#/components/headers/Link' };
+          response.headers.Link = {
+            description:
+              'RFC 8288 link to the next page; absent on the last page. Follow it (or pass `x-next-cursor` as `cursor`) until it is absent',
+            schema: { type: 'string' },
+            example: `<${path}?limit=50&cursor=${EXAMPLE_CURSOR}>; rel="next"`,
+          };
           response.headers['x-next-cursor'] = { $ref: '#/components/headers/NextCursor' };
         }
       }
@@ -91,16 +207,20 @@ function decorateDocument(document: Json): Json {
         operation.parameters = [
           ...(operation.parameters ?? []),
           {
-            name: 'Idempotency-Key', in: 'header', required: false,
-            description: 'Makes a retry safe: the first response is kept 24 h per API key and replayed (`idempotent-replayed: true`)',
+            name: 'Idempotency-Key',
+            in: 'header',
+            required: false,
+            description:
+              'Makes a retry safe: the first response is kept 24 h per API key and replayed (`idempotent-replayed: true`)',
             schema: { type: 'string', minLength: 1, maxLength: 255 },
           },
         ];
       }
-      if (method === 'patch' && path.includes('/items/')) {
+      const ifMatch = IF_MATCH[`${method} ${path}`];
+      if (ifMatch) {
         operation.parameters = [
           ...(operation.parameters ?? []),
-          { name: 'If-Match', in: 'header', required: false, description: 'The ETag (`"<version>"`) the update expects; 412 when stale', schema: { type: 'string' } },
+          { name: 'If-Match', in: 'header', required: false, description: ifMatch, schema: { type: 'string' } },
         ];
       }
     }
@@ -111,15 +231,40 @@ function decorateDocument(document: Json): Json {
       type,
       {
         post: {
-          operationId: `on${type.split('.').map((word) => word[0].toUpperCase() + word.slice(1)).join('')}`,
+          operationId: `on${type
+            .split('.')
+            .map((word) => word.charAt(0).toUpperCase() + word.slice(1))
+            .join('')}`,
           summary: `${type} delivered to a REST hook`,
-          description: 'Signed per Standard Webhooks; verify webhook-signature before trusting the body. Answer 2xx; 410 unsubscribes.',
+          description:
+            'Signed per Standard Webhooks; verify webhook-signature before trusting the body. Answer 2xx; 410 unsubscribes.',
           parameters: [
-            { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string' }, description: 'The event_id; the same on every retry' },
-            { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string' }, description: 'Unix seconds' },
-            { name: 'webhook-signature', in: 'header', required: true, schema: { type: 'string' }, description: '`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`' },
+            {
+              name: 'webhook-id',
+              in: 'header',
+              required: true,
+              schema: { type: 'string' },
+              description: 'The event_id; the same on every retry',
+            },
+            {
+              name: 'webhook-timestamp',
+              in: 'header',
+              required: true,
+              schema: { type: 'string' },
+              description: 'Unix seconds',
+            },
+            {
+              name: 'webhook-signature',
+              in: 'header',
+              required: true,
+              schema: { type: 'string' },
+              description: '`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`',
+            },
           ],
-          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Event' } } } },
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Event' } } },
+          },
           security: [],
           responses: { '200': { description: 'Received' }, '410': { description: 'Gone: the hook is deleted' } },
         },
@@ -131,15 +276,66 @@ function decorateDocument(document: Json): Json {
   return document;
 }
 
+const ADMIN_DESCRIPTION = `The admin API of the pipeline records service: companies, users, pipelines, API keys
+(creation, scopes, expiry, rename, revocation), automations and their runs. It stands in for the product's
+settings UI and is not part of the external API. Every call needs \`Authorization: Bearer <ADMIN_TOKEN>\`.
+Errors are RFC 9457 problem details (\`application/problem+json\`) with a stable \`code\`.`;
+
+const ADMIN_STATUS_DESCRIPTIONS: Record<string, string> = {
+  ...STATUS_DESCRIPTIONS,
+  '401': 'Missing or wrong admin bearer token',
+  '404': 'Not found',
+};
+
+/** `post /v1/admin/companies/{company_id}/api-keys` → "Create an API key": admin routes declare no summary. */
+function adminSummary(method: string, path: string): string {
+  const segments = path.split('/').filter(Boolean);
+  const collection = segments.at(-1)!.startsWith('{') ? segments.at(-2)! : segments.at(-1)!;
+  const listing = method === 'get' && !segments.at(-1)!.startsWith('{');
+  const plural = collection.replace(/-/g, ' ').replace(/^api keys$/, 'API keys');
+  const singular = plural.replace(/ies$/, 'y').replace(/s$/, '');
+  const article = /^[aeiouAEIOU]|^API/.test(singular) ? 'an' : 'a';
+  if (listing) return `List ${plural}`;
+  const verb = { post: 'Create', get: 'Get', patch: 'Update', put: 'Replace', delete: 'Delete' }[method] ?? method;
+  return `${collection === 'api-keys' && method === 'delete' ? 'Revoke' : verb} ${article} ${singular}`;
+}
+
+/** The admin document: problem+json errors, the request id header, operation ids, the bearer scheme. */
+function decorateAdminDocument(document: Json): Json {
+  for (const [path, operations] of Object.entries<Json>(document.paths ?? {})) {
+    for (const [method, operation] of Object.entries<Json>(operations)) {
+      operation.summary ??= adminSummary(method, path);
+      const operationId = operationIdOf(method, path);
+      if (operationId) operation.operationId = operationId;
+      for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
+        if (response.description === 'Default Response')
+          response.description = ADMIN_STATUS_DESCRIPTIONS[status] ?? 'Response';
+        if (Number(status) >= 400 && response.content?.['application/json'])
+          response.content = { [PROBLEM_CONTENT_TYPE]: response.content['application/json'] };
+        response.headers = { 'x-request-id': { $ref: '#/components/headers/RequestId' }, ...response.headers };
+      }
+    }
+  }
+  document.components = { ...document.components, headers: { RequestId: COMPONENT_HEADERS.RequestId } };
+  document.security = [{ AdminToken: [] }];
+  pruneUnusedSchemas(document);
+  return document;
+}
+
 /**
- * The OpenAPI 3.1 document of the external API, generated from the same zod schemas that validate
- * requests and serialize responses.
+ * The OpenAPI 3.1 documents, generated from the same zod schemas that validate requests and serialize
+ * responses: the external API (`app.swagger()`) and, separately, the admin API (`app.adminSwagger()`).
  */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Pipeline Records API', version: '1.0.0', description: DESCRIPTION, license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' } },
+      info: {
+        title: 'Pipeline Records API',
+        version: '1.0.0',
+        description: DESCRIPTION,
+        license: LICENSE,
+      },
       servers: [{ url: '/', description: 'This server' }],
       components: {
         securitySchemes: {
@@ -151,22 +347,57 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'items', description: 'Items (deals) moving through pipelines' },
         { name: 'tasks', description: 'Tasks assigned to users' },
         { name: 'hooks', description: 'REST hook subscriptions and their deliveries' },
+        {
+          name: 'events',
+          description: 'The durable events feed: every event, as webhooks carry it, for the retention',
+        },
       ],
     },
     transform: (input) => {
-      const { url, route } = input as { url: string; route: { config?: { scope?: string } } };
+      const { url, route } = input as { url: string; route: { config?: { scope?: string; anyScope?: string[] } } };
       // The document of the external API only (DECISIONS.md section 11): admin and ops routes are left out.
-      if (!url.startsWith(EXT_PREFIX) || url === `${EXT_PREFIX}openapi.json`) return { schema: { hide: true } as never, url };
+      if (!url.startsWith(EXT_PREFIX) || url === `${EXT_PREFIX}openapi.json`) return { schema: { hide: true }, url };
       const transformed = jsonSchemaTransform(input);
       const scope = route.config?.scope;
-      (transformed.schema as Json).security = [{ ApiKeyAuth: scope ? [scope] : [] }];
+      const anyScope = route.config?.anyScope;
+      // Alternatives in `security` mean "any one of them" (OpenAPI 3.1).
+      (transformed.schema as Json).security = anyScope
+        ? anyScope.map((alternative) => ({ ApiKeyAuth: [alternative] }))
+        : [{ ApiKeyAuth: scope ? [scope] : [] }];
       if (scope) (transformed.schema as Json)['x-required-scope'] = scope;
       return transformed;
     },
     transformObject: (input) => decorateDocument(jsonSchemaTransformObject(input) as Json) as never,
   });
+  await app.register(fastifySwagger, {
+    decorator: 'adminSwagger',
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'Pipeline Records admin API', version: '1.0.0', description: ADMIN_DESCRIPTION, license: LICENSE },
+      servers: [{ url: '/', description: 'This server' }],
+      components: {
+        securitySchemes: { AdminToken: { type: 'http', scheme: 'bearer', description: 'The ADMIN_TOKEN' } },
+      },
+      tags: [{ name: 'admin', description: 'Companies, users, pipelines, API keys and automations' }],
+    },
+    transform: (input) => {
+      const { url } = input as { url: string };
+      if (!url.startsWith(ADMIN_PREFIX) || url === `${ADMIN_PREFIX}openapi.json`)
+        return { schema: { hide: true }, url };
+      return jsonSchemaTransform(input);
+    },
+    transformObject: (input) => decorateAdminDocument(jsonSchemaTransformObject(input) as Json) as never,
+  });
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    adminSwagger: FastifyInstance['swagger'];
+  }
+}
+
+/** Both documents are public, like the reference pages that render them (`/docs`, `/docs/admin`). */
 export function registerOpenApiRoutes(app: FastifyInstance): void {
   app.get(`${EXT_PREFIX}openapi.json`, { schema: { hide: true } }, async () => app.swagger());
+  app.get(`${ADMIN_PREFIX}openapi.json`, { schema: { hide: true } }, async () => app.adminSwagger());
 }

@@ -1,21 +1,26 @@
-import type { FastifyReply } from 'fastify';
 import { z } from 'zod';
-import { AppError } from '../shared/errors.js';
+import { errorTypeUri } from './error-reference.js';
+import type { AppError } from '../shared/errors.js';
+import type { FastifyReply } from 'fastify';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
-const ERROR_DOCS_BASE = 'https://docs.example/errors/';
 
 /** RFC 9457 body shared by every error response (DECISIONS.md section 2). */
 export const problemSchema = z
   .object({
-    type: z.string(),
+    type: z.string().meta({
+      format: 'uri-reference',
+      description: 'Where this code is explained: `/docs/errors#<code>`',
+      example: '/docs/errors#validation_failed',
+    }),
     title: z.string(),
-    status: z.number().int(),
+    status: z.number().int().min(400).max(599).meta({ example: 400 }),
     code: z.string(),
     detail: z.string().optional(),
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+    errors_truncated: z.boolean().optional().describe('Present (true) when `errors[]` was cut at 100 entries'),
     required_scope: z.string().optional(),
-    current_version: z.number().int().optional(),
+    current_version: z.number().int().min(1).max(2_147_483_647).optional().meta({ example: 4 }),
     request_id: z.string(),
   })
   .meta({ id: 'Problem' });
@@ -24,7 +29,7 @@ export type Problem = z.infer<typeof problemSchema>;
 
 export function problemFromError(error: AppError, requestId: string): Problem {
   return {
-    type: ERROR_DOCS_BASE + error.code,
+    type: errorTypeUri(error.code),
     title: error.title,
     status: error.status,
     code: error.code,

@@ -4,7 +4,18 @@ import { z } from 'zod';
 type JsonSchema = Record<string, unknown>;
 
 /** Keywords that only document a schema; fast-json-stringify would pass some of them to ajv. */
-const ANNOTATIONS = new Set(['$schema', 'id', 'title', 'description', 'example', 'examples', 'default', 'deprecated', 'readOnly', 'writeOnly']);
+const ANNOTATIONS = new Set([
+  '$schema',
+  'id',
+  'title',
+  'description',
+  'example',
+  'examples',
+  'default',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+]);
 
 /** Keywords whose value maps names (data, not keywords) to schemas. */
 const NAMED_SCHEMAS = new Set(['properties', 'patternProperties', 'definitions', '$defs']);
@@ -26,7 +37,13 @@ function simplify(node: unknown): unknown {
   if (branches?.length === 2) {
     const nullIndex = branches.findIndex((branch) => branch.type === 'null' && Object.keys(branch).length === 1);
     const other = branches[1 - nullIndex];
-    if (nullIndex !== -1 && typeof other.type === 'string' && !('anyOf' in other) && !('$ref' in other)) {
+    if (
+      nullIndex !== -1 &&
+      other !== undefined &&
+      typeof other.type === 'string' &&
+      !('anyOf' in other) &&
+      !('$ref' in other)
+    ) {
       const { anyOf: _, ...rest } = schema;
       return { ...rest, ...other, type: [other.type, 'null'] };
     }
@@ -36,7 +53,9 @@ function simplify(node: unknown): unknown {
   for (const union of ['anyOf', 'oneOf'] as const) {
     const options = schema[union] as JsonSchema[] | undefined;
     if (options?.some((option) => option.type === 'object' || '$ref' in option || 'properties' in option)) {
-      throw new Error(`response schemas may not contain unions of objects (${union}); flatten the union into one object`);
+      throw new Error(
+        `response schemas may not contain unions of objects (${union}); flatten the union into one object`,
+      );
     }
   }
   return schema;

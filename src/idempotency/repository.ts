@@ -1,5 +1,5 @@
-import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../shared/mongo.js';
+import type { Collection, Db } from 'mongodb';
 
 export interface IdempotencyRecord {
   _id: string;
@@ -32,7 +32,11 @@ export class IdempotencyRepository {
   }
 
   /** Atomically claims (API key, Idempotency-Key); returns the existing record when someone else has it. */
-  async claim(keyId: string, idempotencyKey: string, requestHash: string): Promise<{ claimed: true; id: string } | { claimed: false; existing: IdempotencyRecord | null }> {
+  async claim(
+    keyId: string,
+    idempotencyKey: string,
+    requestHash: string,
+  ): Promise<{ claimed: true; id: string } | { claimed: false; existing: IdempotencyRecord | null }> {
     const now = new Date();
     const record: IdempotencyRecord = {
       _id: `${keyId}:${idempotencyKey}`,
@@ -48,7 +52,10 @@ export class IdempotencyRepository {
       return { claimed: true, id: record._id };
     } catch (error) {
       if (!isDuplicateKeyError(error)) throw error;
-      return { claimed: false, existing: await this.collection.findOne({ key_id: keyId, idempotency_key: idempotencyKey }) };
+      return {
+        claimed: false,
+        existing: await this.collection.findOne({ _id: record._id }),
+      };
     }
   }
 
@@ -60,7 +67,7 @@ export class IdempotencyRepository {
     await this.collection.updateOne({ _id: id, state: 'in_progress' }, { $set: { state: 'completed', response } });
   }
 
-  /** A request that failed on our side (5xx) does not pin its key: the client may retry it for real. */
+  /** A request whose answer is not kept (see isKeptForReplay) does not pin its key: a retry runs for real. */
   async release(id: string): Promise<void> {
     await this.collection.deleteOne({ _id: id, state: 'in_progress' });
   }

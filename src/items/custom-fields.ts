@@ -1,14 +1,13 @@
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
+import { ValidationError } from '../shared/errors.js';
+import { isIsoDate, isIsoTimestamp } from '../shared/time.js';
+import { problemsFromZodIssues } from '../shared/zod-problems.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
 import type { FieldDefinition } from '../pipelines/schemas.js';
-import { ValidationError } from '../shared/errors.js';
-import { problemsFromZodIssues } from '../shared/zod-problems.js';
-import { isIsoDate, isIsoTimestamp } from '../shared/time.js';
 
 export type CustomValue = string | number | boolean | string[] | null;
 export type CustomValues = Record<string, CustomValue>;
-
 
 /** A date field takes an ISO date (kept as is) or an ISO timestamp (normalised to UTC with ms). */
 const dateValue = z
@@ -48,11 +47,7 @@ function buildMetadataSchema(pipeline: PipelineDoc, mode: 'create' | 'update') {
   const shape: Record<string, z.ZodType> = {};
   for (const field of pipeline.fields) {
     const value = valueSchema(field);
-    shape[field.name] = field.required
-      ? mode === 'create'
-        ? value
-        : value.optional()
-      : value.nullable().optional();
+    shape[field.name] = field.required ? (mode === 'create' ? value : value.optional()) : value.nullable().optional();
   }
   return z.strictObject(shape);
 }
@@ -69,9 +64,37 @@ function metadataSchemaFor(pipeline: PipelineDoc, mode: 'create' | 'update') {
   return schema;
 }
 
-/** Validates `metadata` against the pipeline blueprint; errors carry paths like `metadata.deal_value`. */
-export function validateMetadata(pipeline: PipelineDoc, metadata: Record<string, unknown>, mode: 'create' | 'update'): CustomValues {
-  const result = metadataSchemaFor(pipeline, mode).safeParse(metadata);
+/**
+ * A custom value by field name, own keys only: a field may be named like an `Object.prototype` member
+ * in data stored before such names were refused, and `custom.toString` must not find the method.
+ */
+export function customValueOf(values: Record<string, unknown> | undefined, name: string): unknown {
+  return values && Object.hasOwn(values, name) ? values[name] : undefined;
+}
+
+/**
+ * Validates `metadata` against the pipeline blueprint; errors carry paths like `metadata.deal_value`.
+ * More keys than the pipeline has fields cannot all be fields: refused before any key is judged
+ * (DECISIONS.md section 12.4). The values are judged on a copy without a prototype, so a field named
+ * `toString` that was not sent reads as absent, and the result holds every key as its own.
+ */
+export function validateMetadata(
+  pipeline: PipelineDoc,
+  metadata: Record<string, unknown>,
+  mode: 'create' | 'update',
+): CustomValues {
+  const keys = Object.keys(metadata);
+  if (keys.length > pipeline.fields.length) {
+    throw ValidationError.single(
+      'metadata',
+      `has ${keys.length} keys but this pipeline has ${pipeline.fields.length} custom fields`,
+    );
+  }
+  const sent: Record<string, unknown> = Object.create(null);
+  for (const key of keys) sent[key] = metadata[key];
+  const result = metadataSchemaFor(pipeline, mode).safeParse(sent);
   if (!result.success) throw new ValidationError(problemsFromZodIssues(result.error.issues, ['metadata']));
-  return result.data as CustomValues;
+  const values: CustomValues = Object.create(null);
+  for (const [key, value] of Object.entries(result.data)) if (value !== undefined) values[key] = value as CustomValue;
+  return values;
 }

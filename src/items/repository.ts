@@ -1,7 +1,10 @@
-import type { Collection, Db, Filter } from 'mongodb';
-import type { EventEnvelope } from '../events/envelope.js';
+import { MongoBulkWriteError, type Collection, type Db, type Filter } from 'mongodb';
 import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
+import { EventsRepository } from '../events/repository.js';
+import { ExternalIdTakenError } from '../shared/errors.js';
+import { isDuplicateKeyError } from '../shared/mongo.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
+import type { EventEnvelope } from '../events/envelope.js';
 import type { CustomValues } from './custom-fields.js';
 
 export interface ItemDoc extends OutboxFields {
@@ -18,9 +21,17 @@ export interface ItemDoc extends OutboxFields {
   custom: CustomValues;
   /** Normalised comparable values for the duplicate check (see duplicates.ts). */
   dup_tokens: string[];
+  /** The integrator's own id, unique per company among live items (null: none). */
+  external_id: string | null;
+  /** Lower-cased words of the name, for `q` (see search.ts). */
+  name_words: string[];
   version: number;
   created_at: Date;
   updated_at: Date;
+  /** Set by DELETE: the item is archived, not erased, and every read below leaves it out (null or absent: live). */
+  archived_at?: Date | null;
+  /** An archived item's external_id, moved aside so that the id can name a new item. */
+  archived_external_id?: string;
 }
 
 export interface ItemListFilter {
@@ -28,19 +39,43 @@ export interface ItemListFilter {
   stage_id?: string;
   status_id?: string;
   contact_id?: string;
+  external_id?: string;
   created_after?: Date;
   updated_after?: Date;
+  /** Extra conditions of the custom-field filters and `q` (see search.ts). */
+  conditions?: Filter<ItemDoc>[];
 }
 
-export type ItemChanges = Partial<Pick<ItemDoc, 'name' | 'stage_id' | 'status_id' | 'contact_id' | 'custom' | 'dup_tokens'>>;
+export type ItemChanges = Partial<
+  Pick<
+    ItemDoc,
+    'name' | 'stage_id' | 'status_id' | 'contact_id' | 'source' | 'external_id' | 'custom' | 'dup_tokens' | 'name_words'
+  >
+>;
+
+/** The indexes that serve custom-field filters and `q` (see search.ts). */
+export const CUSTOM_FIELDS_INDEX = 'custom_fields';
+export const NAME_WORDS_INDEX = 'name_words';
+
+/** A duplicate key on an insert or update of items is a taken external_id: the only other unique key, short_id, comes from a counter. */
+function translateDuplicate(error: unknown): never {
+  if (isDuplicateKeyError(error)) throw new ExternalIdTakenError();
+  throw error;
+}
 
 const SORTABLE = ['created_at', 'updated_at'] as const;
+/** Matches live items: archived_at null or absent (items written before archiving existed have none). */
+const LIVE = { archived_at: null };
 const EQUALITY_FILTERS = ['pipeline_id', 'stage_id', 'status_id', 'contact_id'] as const;
 
 export class ItemsRepository {
   readonly collection: Collection<ItemDoc>;
 
-  constructor(db: Db) {
+  /** Where a too-full outbox is moved (see updateWithEvents). */
+  private readonly eventStore: EventsRepository;
+
+  constructor(db: Db, eventStore = new EventsRepository(db)) {
+    this.eventStore = eventStore;
     this.collection = db.collection<ItemDoc>('items');
   }
 
@@ -48,50 +83,154 @@ export class ItemsRepository {
   static async ensureIndexes(db: Db): Promise<void> {
     const listIndexes = SORTABLE.flatMap((sort) => [
       { key: { company_id: 1, [sort]: 1, _id: 1 }, name: `list_${sort}` },
-      ...EQUALITY_FILTERS.map((filter) => ({ key: { company_id: 1, [filter]: 1, [sort]: 1, _id: 1 }, name: `list_${filter}_${sort}` })),
+      ...EQUALITY_FILTERS.map((filter) => ({
+        key: { company_id: 1, [filter]: 1, [sort]: 1, _id: 1 },
+        name: `list_${filter}_${sort}`,
+      })),
     ]);
     await db.collection('items').createIndexes([
       ...listIndexes,
       { key: { company_id: 1, short_id: 1 }, name: 'company_short_id_unique', unique: true },
       { key: { company_id: 1, pipeline_id: 1, dup_tokens: 1 }, name: 'duplicate_tokens' },
+      // Unique among items that have one; archiving moves it aside (archived_external_id).
+      {
+        key: { company_id: 1, external_id: 1 },
+        name: 'company_external_id_unique',
+        unique: true,
+        partialFilterExpression: { external_id: { $type: 'string' } },
+      },
+      { key: { company_id: 1, name_words: 1 }, name: NAME_WORDS_INDEX },
+      // Compound wildcard index (MongoDB 7.0+): serves a filter on any custom field of a pipeline.
+      { key: { company_id: 1, pipeline_id: 1, 'custom.$**': 1 }, name: CUSTOM_FIELDS_INDEX },
       { ...OUTBOX_INDEX },
     ]);
   }
 
   async insert(doc: ItemDoc): Promise<void> {
-    await this.collection.insertOne(doc);
+    await this.collection.insertOne(doc).catch(translateDuplicate);
   }
 
+  /**
+   * Inserts many items in one unordered write; each document stands alone. Returns, per document,
+   * null when it was stored or the error that kept it out (a taken external_id).
+   */
+  async insertMany(docs: ItemDoc[]): Promise<Array<ExternalIdTakenError | null>> {
+    const outcome: Array<ExternalIdTakenError | null> = docs.map(() => null);
+    if (docs.length === 0) return outcome;
+    try {
+      await this.collection.insertMany(docs, { ordered: false });
+    } catch (error) {
+      if (!(error instanceof MongoBulkWriteError)) throw error;
+      const writeErrors = [error.writeErrors].flat();
+      if (writeErrors.some((writeError) => writeError.code !== 11000)) throw error;
+      for (const writeError of writeErrors) outcome[writeError.index] = new ExternalIdTakenError();
+    }
+    return outcome;
+  }
+
+  findByExternalId(companyId: string, externalId: string): Promise<ItemDoc | null> {
+    return this.collection.findOne(
+      { company_id: companyId, external_id: externalId, ...LIVE },
+      { projection: { pending_events: 0 } },
+    );
+  }
+
+  /** A live item of the company; an archived one is not found, so it cannot be read, changed or referenced. */
   findById(companyId: string, itemId: string): Promise<ItemDoc | null> {
-    return this.collection.findOne({ company_id: companyId, _id: itemId }, { projection: { pending_events: 0 } });
+    return this.collection.findOne(
+      { company_id: companyId, _id: itemId, ...LIVE },
+      { projection: { pending_events: 0 } },
+    );
+  }
+
+  /** Archives the item at the version that was read, with its item.deleted event in the same write. */
+  archive(current: ItemDoc, at: Date, events: EventEnvelope[]) {
+    return updateWithEvents(
+      this.collection,
+      { company_id: current.company_id, _id: current._id, ...LIVE },
+      { field: 'version', expected: current.version },
+      {
+        archived_at: at,
+        external_id: null,
+        ...(current.external_id ? { archived_external_id: current.external_id } : {}),
+      },
+      events,
+      this.eventStore,
+    );
   }
 
   /**
    * The optimistic lock: one findOneAndUpdate whose filter carries the expected version, so a
    * concurrent writer makes it match nothing instead of being overwritten. Events ride along.
    */
-  updateIfVersion(companyId: string, itemId: string, expectedVersion: number, changes: ItemChanges, updatedAt: Date, events: EventEnvelope[]): Promise<ItemDoc | null> {
-    return updateWithEvents(this.collection, { company_id: companyId, _id: itemId }, { field: 'version', expected: expectedVersion }, { ...changes, updated_at: updatedAt }, events);
+  updateIfVersion(
+    companyId: string,
+    itemId: string,
+    expectedVersion: number,
+    changes: ItemChanges,
+    updatedAt: Date,
+    events: EventEnvelope[],
+  ): Promise<ItemDoc | null> {
+    return updateWithEvents(
+      this.collection,
+      { company_id: companyId, _id: itemId, ...LIVE },
+      { field: 'version', expected: expectedVersion },
+      { ...changes, updated_at: updatedAt },
+      events,
+      this.eventStore,
+    ).catch(translateDuplicate);
   }
 
-  list(companyId: string, filter: ItemListFilter, sort: SortSpec, limit: number, cursor?: { value: number; id: string }): Promise<ItemDoc[]> {
-    const query: Filter<ItemDoc> = { company_id: companyId };
+  list(
+    companyId: string,
+    filter: ItemListFilter,
+    sort: SortSpec,
+    limit: number,
+    cursor?: { value: number; id: string },
+  ): Promise<ItemDoc[]> {
+    return this.listCursor(companyId, filter, sort, limit, cursor).toArray();
+  }
+
+  /** The list query itself (tests explain its plan against a real MongoDB). */
+  listCursor(
+    companyId: string,
+    filter: ItemListFilter,
+    sort: SortSpec,
+    limit: number,
+    cursor?: { value: number; id: string },
+  ) {
+    const query: Filter<ItemDoc> = { company_id: companyId, ...LIVE };
     for (const field of EQUALITY_FILTERS) if (filter[field] !== undefined) query[field] = filter[field];
+    // Served by the unique external_id index: at most one item matches.
+    if (filter.external_id !== undefined) query.external_id = filter.external_id;
     if (filter.created_after) query.created_at = { $gt: filter.created_after };
     if (filter.updated_after) query.updated_at = { ...(query.updated_at as object), $gt: filter.updated_after };
-    const where = cursor ? { $and: [query, afterCursor(sort, cursor)] } : query;
+    const clauses: Filter<ItemDoc>[] = [query, ...(filter.conditions ?? [])];
+    if (cursor) clauses.push(afterCursor(sort, cursor) as Filter<ItemDoc>);
     return this.collection
-      .find(where as Filter<ItemDoc>, { projection: { pending_events: 0, dup_tokens: 0 } })
+      .find(clauses.length === 1 ? query : { $and: clauses }, {
+        projection: { pending_events: 0, dup_tokens: 0, name_words: 0 },
+      })
       .sort(mongoSort(sort))
-      .limit(limit)
-      .toArray();
+      .limit(limit);
   }
 
   /** Served by the duplicate_tokens multikey index; newest first. */
-  findByTokens(companyId: string, pipelineId: string, tokens: string[], match: 'any' | 'all', limit: number): Promise<ItemDoc[]> {
+  findByTokens(
+    companyId: string,
+    pipelineId: string,
+    tokens: string[],
+    match: 'any' | 'all',
+    limit: number,
+  ): Promise<ItemDoc[]> {
     return this.collection
       .find(
-        { company_id: companyId, pipeline_id: pipelineId, dup_tokens: match === 'all' ? { $all: tokens } : { $in: tokens } },
+        {
+          company_id: companyId,
+          pipeline_id: pipelineId,
+          ...LIVE,
+          dup_tokens: match === 'all' ? { $all: tokens } : { $in: tokens },
+        },
         { projection: { pending_events: 0 } },
       )
       .sort({ created_at: -1, _id: -1 })

@@ -1,7 +1,10 @@
 import { z } from 'zod';
-import type { PipelineDoc } from '../pipelines/repository.js';
+import { problemSchema } from '../http/problem.js';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampInput, isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
+import { customValueOf, type CustomValue } from './custom-fields.js';
+import { isFilterParameter } from './search.js';
+import type { PipelineDoc } from '../pipelines/repository.js';
 import type { ItemDoc } from './repository.js';
 
 const customValueSchema = z.union([z.string(), z.number(), z.boolean(), z.array(z.string()), z.null()]);
@@ -17,19 +20,30 @@ export const itemSchema = z
     status: z.string().nullable().describe('status_id of the item, null when none'),
     contact_id: z.string().nullable(),
     source: z.string(),
+    external_id: z.string().nullable().describe("The integrator's own id, unique per company; null when none"),
     created_at: isoTimestampOutput,
     updated_at: isoTimestampOutput,
-    version: z.number().int(),
+    version: z.number().int().min(1).max(2_147_483_647).describe('Grows by 1 with every change').meta({ example: 3 }),
   })
   .catchall(customValueSchema)
   .meta({
     id: 'Item',
     description: 'Core fields, then one key per custom field of the pipeline blueprint (null when unset).',
     example: {
-      item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d9', short_id: 'I-1042', name: 'Acme renewal', pipeline: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
-      stage: 'stg_6740b7a1c2d3e4f5a6b7c8d1', status: null, contact_id: 'c-981', source: 'api',
-      created_at: '2026-11-22T09:30:00.000Z', updated_at: '2026-11-22T09:30:00.000Z', version: 1,
-      deal_value: 12000, industry: 'software',
+      item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d9',
+      short_id: 'I-1042',
+      name: 'Acme renewal',
+      pipeline: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+      stage: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+      status: null,
+      contact_id: 'c-981',
+      source: 'api',
+      external_id: 'crm-42',
+      created_at: '2026-11-22T09:30:00.000Z',
+      updated_at: '2026-11-22T09:30:00.000Z',
+      version: 1,
+      deal_value: 12000,
+      industry: 'software',
     },
   });
 
@@ -42,6 +56,14 @@ const metadataSchema = z
 
 const nonEmptyId = z.string().min(1).max(100);
 
+/** DECISIONS.md section 12.3: 1–255 characters, unique per company. */
+export const externalIdSchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters')
+  .describe("The integrator's own id of the item (1–255 characters), unique per company");
+
 export const createItemBody = z
   .strictObject({
     name: z.string().trim().min(1).max(500),
@@ -50,9 +72,17 @@ export const createItemBody = z
     status_id: nonEmptyId.nullable().optional(),
     contact_id: z.string().max(200).nullable().optional(),
     source: z.string().trim().min(1).max(100).optional(),
+    external_id: externalIdSchema.optional(),
     metadata: metadataSchema.optional(),
   })
-  .meta({ example: { name: 'Acme renewal', pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d0', stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d1', metadata: { deal_value: 12000 } } });
+  .meta({
+    example: {
+      name: 'Acme renewal',
+      pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+      stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+      metadata: { deal_value: 12000 },
+    },
+  });
 
 export const updateItemBody = z
   .strictObject({
@@ -60,25 +90,188 @@ export const updateItemBody = z
     stage_id: nonEmptyId.optional(),
     status_id: nonEmptyId.nullable().optional(),
     contact_id: z.string().max(200).nullable().optional(),
-    // Any integer: one that is not the current version (0 and below included) is a 409, not a 400.
-    version: z.number().int().optional().describe('Expected current version (optimistic locking)'),
+    external_id: externalIdSchema.nullable().optional().describe('null removes it'),
+    // Any integer is accepted: one that is not the current version (0 and below included) is a 409, not a
+    // 400. The document shows the range versions actually take.
+    version: z
+      .number()
+      .int()
+      .optional()
+      .describe('Expected current version (optimistic locking)')
+      .meta({ minimum: 1, maximum: 2_147_483_647, example: 3 }),
     metadata: metadataSchema.optional(),
   })
   .meta({ example: { stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d2', version: 3, metadata: { deal_value: 15000 } } });
 
+const versionSchema = z
+  .number()
+  .int()
+  .describe('Expected current version (optimistic locking)')
+  .meta({ minimum: 1, maximum: 2_147_483_647, example: 3 });
+
+/** PUT by external id: the create body's fields (the external id is in the path), optionally the expected version. */
+export const upsertItemBody = createItemBody
+  .omit({ external_id: true })
+  .extend({ version: versionSchema.optional() })
+  .meta({
+    example: {
+      name: 'Acme renewal',
+      pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+      stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+      contact_id: 'c-981',
+      metadata: { deal_value: 12000 },
+    },
+  });
+
+export const externalIdParams = z.object({ external_id: externalIdSchema });
+
+export const BATCH_OPS = ['create', 'update', 'upsert'] as const;
+export const MAX_BATCH_OPERATIONS = 100;
+
+/** Each operation of a batch is judged on its own (an invalid one is a 400 result, not a 400 request). */
+export const batchOperationSchemas = {
+  create: createItemBody.extend({ op: z.literal('create') }),
+  update: updateItemBody.extend({ op: z.literal('update'), item_id: z.string().min(1).max(100) }),
+  upsert: upsertItemBody.extend({ op: z.literal('upsert'), external_id: externalIdSchema }),
+};
+
+export const batchBody = z
+  .strictObject({
+    operations: z
+      .array(
+        z
+          .looseObject({ op: z.enum(BATCH_OPS) })
+          .describe(
+            'create: `op` + the create body; update: `op`, `item_id` + the update body; upsert: `op`, `external_id` + the create body (and `version`)',
+          ),
+      )
+      .min(1)
+      .max(MAX_BATCH_OPERATIONS),
+  })
+  .meta({
+    example: {
+      operations: [
+        {
+          op: 'create',
+          name: 'Globex expansion',
+          pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+          stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+        },
+        { op: 'update', item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d9', stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d2' },
+        {
+          op: 'upsert',
+          external_id: 'crm-42',
+          name: 'Acme renewal',
+          pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+          stage_id: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+        },
+      ],
+    },
+  });
+
+export const batchResponse = z
+  .object({
+    results: z.array(
+      z
+        .object({
+          status: z
+            .number()
+            .int()
+            .describe('201 created, 200 updated, 400, 404 or 409')
+            .meta({ minimum: 200, maximum: 599, example: 201 }),
+          item: itemSchema.optional().describe('The item after the operation, when it succeeded'),
+          error: problemSchema.optional().describe('Why the operation failed (a problem object)'),
+        })
+        .meta({ id: 'BatchResult' }),
+    ),
+  })
+  .meta({
+    id: 'BatchResults',
+    description: 'One result per operation, in the order of the request',
+    example: {
+      results: [
+        {
+          status: 201,
+          item: {
+            item_id: 'itm_6740b7a1c2d3e4f5a6b7c8e1',
+            short_id: 'I-1043',
+            name: 'Globex expansion',
+            pipeline: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+            stage: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+            status: null,
+            contact_id: null,
+            source: 'api',
+            external_id: null,
+            created_at: '2026-11-22T09:30:00.000Z',
+            updated_at: '2026-11-22T09:30:00.000Z',
+            version: 1,
+          },
+        },
+        {
+          status: 404,
+          error: {
+            type: 'https://docs.example/errors/not_found',
+            title: 'Not found',
+            status: 404,
+            code: 'not_found',
+            detail: 'Item not found',
+            request_id: '5f0c6f0e-0d7c-4b8e-9f43-2b7d1c1f9a10',
+          },
+        },
+        {
+          status: 200,
+          item: {
+            item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d9',
+            short_id: 'I-1042',
+            name: 'Acme renewal',
+            pipeline: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+            stage: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+            status: null,
+            contact_id: 'c-981',
+            source: 'api',
+            external_id: 'crm-42',
+            created_at: '2026-11-20T08:00:00.000Z',
+            updated_at: '2026-11-22T09:30:00.000Z',
+            version: 4,
+          },
+        },
+      ],
+    },
+  });
+
 export const ITEM_SORTS = ['created_at', '-created_at', 'updated_at', '-updated_at'] as const;
 
-export const listItemsQuery = z.strictObject({
+const listItemsParameters = {
   pipeline_id: z.string().optional(),
   stage_id: z.string().optional(),
   status_id: z.string().optional(),
   contact_id: z.string().optional(),
+  external_id: externalIdSchema.optional(),
   created_after: isoTimestampQuery.optional(),
   updated_after: isoTimestampQuery.optional(),
+  q: z
+    .string()
+    .max(200)
+    .optional()
+    .describe('Words of the name starting with these words, case-insensitive (`q=acm ren` finds "Acme renewal")'),
   sort: z.enum(ITEM_SORTS).default('created_at'),
   limit: limitSchema,
   cursor: z.string().max(1_000).optional(),
-});
+};
+
+/**
+ * The named parameters plus custom-field filters `metadata.<field>` / `metadata.<field>[<op>]`
+ * (judged against the pipeline in search.ts); any other parameter is unknown.
+ */
+export const listItemsQuery = z
+  .object(listItemsParameters)
+  .catchall(z.union([z.string(), z.array(z.string())]))
+  .superRefine((query, context) => {
+    for (const key of Object.keys(query)) {
+      if (!(key in listItemsParameters) && !isFilterParameter(key))
+        context.addIssue({ code: 'custom', path: [key], message: 'unknown field' });
+    }
+  });
 
 export const checkDuplicatesBody = z.strictObject({
   pipeline_id: nonEmptyId,
@@ -105,10 +298,12 @@ export function toItemResponse(doc: ItemDoc, pipeline: PipelineDoc): ItemRespons
     status: doc.status_id,
     contact_id: doc.contact_id,
     source: doc.source,
+    external_id: doc.external_id ?? null,
     created_at: toIso(doc.created_at),
     updated_at: toIso(doc.updated_at),
     version: doc.version,
   };
-  for (const field of pipeline.fields) response[field.name] = doc.custom[field.name] ?? null;
+  for (const field of pipeline.fields)
+    response[field.name] = (customValueOf(doc.custom, field.name) ?? null) as CustomValue;
   return response;
 }

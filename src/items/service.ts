@@ -1,24 +1,20 @@
-import type { z } from 'zod';
-import type { AuthContext } from '../auth/authenticator.js';
 import { buildEvent, diffResources } from '../events/envelope.js';
 import { outboxOnInsert } from '../events/outbox.js';
-import type { EventPublisher } from '../events/publisher.js';
-import type { PipelineDoc, PipelinesRepository } from '../pipelines/repository.js';
 import { nextSequence } from '../shared/counters.js';
 import {
+  AppError,
+  ExternalIdTakenError,
   NotFoundError,
   PreconditionFailedError,
   ValidationError,
   VersionConflictError,
   type FieldProblem,
 } from '../shared/errors.js';
+import { ifMatchAccepts, versionEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
-import type { CursorCodec } from '../shared/pagination.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
-import type { Db } from 'mongodb';
 import { validateMetadata, type CustomValues } from './custom-fields.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
-import type { ItemChanges, ItemDoc, ItemsRepository } from './repository.js';
 import {
   toItemResponse,
   type checkDuplicatesBody,
@@ -26,7 +22,16 @@ import {
   type ItemResponse,
   type listItemsQuery,
   type updateItemBody,
+  type upsertItemBody,
 } from './schemas.js';
+import { itemSearch, nameWords } from './search.js';
+import type { AuthContext } from '../auth/authenticator.js';
+import type { EventPublisher } from '../events/publisher.js';
+import type { PipelineDoc, PipelinesRepository } from '../pipelines/repository.js';
+import type { CursorCodec } from '../shared/pagination.js';
+import type { ItemChanges, ItemDoc, ItemsRepository } from './repository.js';
+import type { Db } from 'mongodb';
+import type { z } from 'zod';
 
 const MAX_DUPLICATE_MATCHES = 20;
 
@@ -53,7 +58,16 @@ interface NewItemReferences extends PositionAndValues {
   pipeline_id: string;
 }
 
-function checkPosition(pipeline: PipelineDoc, stageId: string | undefined, statusId: string | null | undefined, problems: FieldProblem[]): void {
+type NewItemInput = Omit<z.infer<typeof createItemBody>, 'external_id'> & { external_id?: string };
+/** What an update may change: the PATCH body's fields, and `source` for an upsert (which takes the create body). */
+type ItemUpdateInput = Omit<z.infer<typeof updateItemBody>, 'version'> & { source?: string };
+
+function checkPosition(
+  pipeline: PipelineDoc,
+  stageId: string | undefined,
+  statusId: string | null | undefined,
+  problems: FieldProblem[],
+): void {
   if (stageId !== undefined && !pipeline.stages.some((stage) => stage.stage_id === stageId)) {
     problems.push({ path: 'stage_id', message: 'is not a stage of this pipeline' });
   }
@@ -63,7 +77,11 @@ function checkPosition(pipeline: PipelineDoc, stageId: string | undefined, statu
 }
 
 /** Every problem of a position and custom values against a pipeline, with the validated values. */
-function checkAgainstPipeline(pipeline: PipelineDoc, input: PositionAndValues, mode: 'create' | 'update'): { custom: CustomValues; problems: FieldProblem[] } {
+function checkAgainstPipeline(
+  pipeline: PipelineDoc,
+  input: PositionAndValues,
+  mode: 'create' | 'update',
+): { custom: CustomValues; problems: FieldProblem[] } {
   const problems: FieldProblem[] = [];
   checkPosition(pipeline, input.stage_id, input.status_id, problems);
   let custom: CustomValues = {};
@@ -76,15 +94,9 @@ function checkAgainstPipeline(pipeline: PipelineDoc, input: PositionAndValues, m
   return { custom, problems };
 }
 
-/** `If-Match: "3"` (or a weak `W/"3"`) names the version the client expects. */
-function ifMatchAccepts(header: string, version: number): boolean {
-  if (header.trim() === '*') return true; // any current representation
-  const match = /^(?:W\/)?"(\d+)"$/.exec(header.trim());
-  return match !== null && Number(match[1]) === version;
-}
-
+/** Without a prototype, so any field name (even `__proto__` in old data) is an own key like the others. */
 function mergeCustom(current: CustomValues, changes: CustomValues): CustomValues {
-  const merged = { ...current };
+  const merged: CustomValues = Object.assign(Object.create(null), current);
   for (const [name, value] of Object.entries(changes)) {
     if (value === null) delete merged[name];
     else merged[name] = value;
@@ -103,9 +115,13 @@ export class ItemsService {
   }
 
   /** A new item's pipeline, its position in it and its custom values, with every problem found. */
-  async checkNewItem(companyId: string, input: NewItemReferences): Promise<{ pipeline?: PipelineDoc; custom: CustomValues; problems: FieldProblem[] }> {
+  async checkNewItem(
+    companyId: string,
+    input: NewItemReferences,
+  ): Promise<{ pipeline?: PipelineDoc; custom: CustomValues; problems: FieldProblem[] }> {
     const pipeline = await this.deps.pipelines.findCached(companyId, input.pipeline_id);
-    if (!pipeline) return { custom: {}, problems: [{ path: 'pipeline_id', message: 'is not a pipeline of this company' }] };
+    if (!pipeline)
+      return { custom: {}, problems: [{ path: 'pipeline_id', message: 'is not a pipeline of this company' }] };
     const { custom, problems } = checkAgainstPipeline(pipeline, input, 'create');
     return { pipeline, custom: mergeCustom({}, custom), problems };
   }
@@ -117,12 +133,22 @@ export class ItemsService {
     return checkAgainstPipeline(await this.pipelineFor(companyId, current.pipeline_id), input, 'update').problems;
   }
 
-  async create(auth: Actor, body: z.infer<typeof createItemBody>): Promise<ItemResponse> {
-    const { pipeline, custom, problems } = await this.checkNewItem(auth.companyId, body);
+  /** A new item's pipeline and validated custom values; a ValidationError lists every problem. */
+  private async validateNew(companyId: string, body: NewItemReferences) {
+    const { pipeline, custom, problems } = await this.checkNewItem(companyId, body);
     if (!pipeline || problems.length > 0) throw new ValidationError(problems);
+    return { pipeline, custom };
+  }
 
-    const seq = await nextSequence(this.deps.db, `items:${auth.companyId}`);
-    const now = new Date();
+  /** The stored document of a validated new item and its item.created event (recorded in the same insert). */
+  private buildNew(
+    auth: Actor,
+    body: NewItemInput,
+    checked: { pipeline: PipelineDoc; custom: CustomValues },
+    seq: number,
+    now: Date,
+  ) {
+    const { pipeline, custom } = checked;
     const values = { name: body.name, contact_id: body.contact_id ?? null, custom };
     const doc: ItemDoc = {
       _id: newId('item'),
@@ -134,17 +160,58 @@ export class ItemsService {
       status_id: body.status_id ?? null,
       contact_id: values.contact_id,
       source: body.source ?? 'api',
+      external_id: body.external_id ?? null,
       custom,
       dup_tokens: duplicateTokens(pipeline, values),
+      name_words: nameWords(body.name),
       version: 1,
       created_at: now,
       updated_at: now,
     };
     const response = toItemResponse(doc, pipeline);
     const events = [buildEvent('item.created', auth.companyId, response, { occurredAt: now })];
-    await this.deps.items.insert({ ...doc, ...outboxOnInsert(events) });
-    this.deps.publisher.publishRecorded('items', doc._id, events);
-    return response;
+    return { doc: { ...doc, ...outboxOnInsert(events) }, response, events };
+  }
+
+  async create(auth: Actor, body: NewItemInput): Promise<ItemResponse> {
+    const checked = await this.validateNew(auth.companyId, body);
+    const seq = await nextSequence(this.deps.db, `items:${auth.companyId}`);
+    const created = this.buildNew(auth, body, checked, seq, new Date());
+    await this.deps.items.insert(created.doc);
+    this.deps.publisher.publishRecorded('items', created.doc._id, created.events);
+    return created.response;
+  }
+
+  /**
+   * Many creates at once (the batch route): one short_id block, one unordered insert, each item with
+   * its own event. Each entry stands alone: its result is the item or the error that kept it out.
+   */
+  async createMany(auth: Actor, bodies: NewItemInput[]): Promise<Array<ItemResponse | AppError>> {
+    const checked = await Promise.all(
+      bodies.map((body) =>
+        this.validateNew(auth.companyId, body).catch((error: unknown) => {
+          if (error instanceof AppError) return error;
+          throw error;
+        }),
+      ),
+    );
+    const valid = checked.filter((entry) => !(entry instanceof AppError)).length;
+    const last = valid === 0 ? 0 : await nextSequence(this.deps.db, `items:${auth.companyId}`, valid);
+    let seq = last - valid;
+    const now = new Date();
+    const built = checked.map((entry, index) =>
+      entry instanceof AppError ? entry : this.buildNew(auth, bodies[index], entry, ++seq, now),
+    );
+    const toInsert = built.filter((entry): entry is Exclude<typeof entry, AppError> => !(entry instanceof AppError));
+    const outcomes = await this.deps.items.insertMany(toInsert.map((entry) => entry.doc));
+    const failed = new Map(toInsert.map((entry, index) => [entry, outcomes[index]]));
+    return built.map((entry) => {
+      if (entry instanceof AppError) return entry;
+      const error = failed.get(entry);
+      if (error) return error;
+      this.deps.publisher.publishRecorded('items', entry.doc._id, entry.events);
+      return entry.response;
+    });
   }
 
   async get(auth: AuthContext, itemId: string): Promise<ItemResponse> {
@@ -168,60 +235,180 @@ export class ItemsService {
     for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
       const current = await this.deps.items.findById(auth.companyId, itemId);
       if (!current) throw new NotFoundError('Item');
-      const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
+      const saved = await this.applyUpdate(auth, current, body, { version: body.version, ifMatch }, options.depth);
+      if (saved) return saved;
+    }
+    throw new VersionConflictError((await this.deps.items.findById(auth.companyId, itemId))?.version ?? 0);
+  }
 
-      const { custom: metadata, problems } = checkAgainstPipeline(pipeline, body, 'update');
-      ValidationError.throwIfAny(problems);
+  /**
+   * PUT by external id (DECISIONS.md section 12.3): updates the company's item with that external id,
+   * or creates it. Concurrent upserts of one id never create two: the loser of the insert race hits
+   * the unique index and retries as an update.
+   */
+  async upsert(
+    auth: Actor,
+    externalId: string,
+    body: z.infer<typeof upsertItemBody>,
+    ifMatch?: string,
+  ): Promise<{ item: ItemResponse; created: boolean }> {
+    const { version, ...fields } = body;
+    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+      const current = await this.deps.items.findByExternalId(auth.companyId, externalId);
+      if (!current) {
+        // There is no current version for an expectation to match (RFC 9110: If-Match fails).
+        if (ifMatch !== undefined) throw new PreconditionFailedError();
+        if (version !== undefined) throw new VersionConflictError(0);
+        const checked = await this.validateNew(auth.companyId, fields);
+        const seq = await nextSequence(this.deps.db, `items:${auth.companyId}`);
+        const created = this.buildNew(auth, { ...fields, external_id: externalId }, checked, seq, new Date());
+        try {
+          await this.deps.items.insert(created.doc);
+        } catch (error) {
+          if (error instanceof ExternalIdTakenError) continue; // created meanwhile: update it instead
+          throw error;
+        }
+        this.deps.publisher.publishRecorded('items', created.doc._id, created.events);
+        return { item: created.response, created: true };
+      }
+      if (fields.pipeline_id !== current.pipeline_id) {
+        throw ValidationError.single('pipeline_id', 'an existing item cannot move to another pipeline');
+      }
+      const { pipeline_id: _pipeline, ...changes } = fields;
+      const saved = await this.applyUpdate(auth, current, changes, { version, ifMatch });
+      if (saved) return { item: saved, created: false };
+    }
+    throw new VersionConflictError((await this.deps.items.findByExternalId(auth.companyId, externalId))?.version ?? 0);
+  }
 
-      if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, current.version)) {
+  /**
+   * One compare-and-set of `changes` on the item as read. Returns the item after it (or as it is, for
+   * a no-op), or null when another writer won and the caller should re-read and retry; with an
+   * explicit expectation a lost race is the 409/412 instead.
+   */
+  private async applyUpdate(
+    auth: Actor,
+    current: ItemDoc,
+    changes: ItemUpdateInput,
+    expected: { version?: number; ifMatch?: string },
+    depth?: number,
+  ): Promise<ItemResponse | null> {
+    const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
+    const { custom: metadata, problems } = checkAgainstPipeline(pipeline, changes, 'update');
+    ValidationError.throwIfAny(problems);
+    const { version, ifMatch } = expected;
+    if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, versionEtag(current.version))) {
+      throw new PreconditionFailedError(current.version);
+    }
+    if (version !== undefined && version !== current.version) throw new VersionConflictError(current.version);
+
+    const next = {
+      name: changes.name ?? current.name,
+      stage_id: changes.stage_id ?? current.stage_id,
+      status_id: changes.status_id === undefined ? current.status_id : changes.status_id,
+      contact_id: changes.contact_id === undefined ? current.contact_id : changes.contact_id,
+      source: changes.source ?? current.source,
+      external_id: changes.external_id === undefined ? (current.external_id ?? null) : changes.external_id,
+      custom: mergeCustom(current.custom, metadata),
+    };
+    const before = toItemResponse(current, pipeline);
+    const now = new Date();
+    const afterDoc: ItemDoc = { ...current, ...next, version: current.version + 1, updated_at: now };
+    const after = toItemResponse(afterDoc, pipeline);
+    const diff = diffResources(before, after, ['updated_at', 'version']);
+    if (Object.keys(diff).length === 0) return before;
+
+    const update: ItemChanges = {
+      ...next,
+      dup_tokens: duplicateTokens(pipeline, next),
+      name_words: nameWords(next.name),
+    };
+    const events = [buildEvent('item.updated', auth.companyId, after, { changes: diff, occurredAt: now, depth })];
+    const saved = await this.deps.items.updateIfVersion(
+      auth.companyId,
+      current._id,
+      current.version,
+      update,
+      now,
+      events,
+    );
+    if (saved) {
+      this.deps.publisher.publishRecorded('items', current._id, events);
+      return toItemResponse(saved, pipeline);
+    }
+    // Someone else wrote first. With an explicit expectation that is a conflict; otherwise re-read and retry.
+    if (version === undefined && ifMatch === undefined) return null;
+    const latest = await this.deps.items.findById(auth.companyId, current._id);
+    if (!latest) throw new NotFoundError('Item');
+    if (version !== undefined) throw new VersionConflictError(latest.version);
+    throw new PreconditionFailedError(latest.version);
+  }
+
+  /**
+   * Archives the item (DECISIONS.md section 12.3): reads 404 afterwards, its tasks stay, and
+   * item.deleted carries the item as it was. A compare-and-set on the version read, retried on a race.
+   */
+  async delete(auth: Actor, itemId: string, ifMatch?: string): Promise<void> {
+    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+      const current = await this.deps.items.findById(auth.companyId, itemId);
+      if (!current) throw new NotFoundError('Item');
+      if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, versionEtag(current.version))) {
         throw new PreconditionFailedError(current.version);
       }
-      if (body.version !== undefined && body.version !== current.version) throw new VersionConflictError(current.version);
-
-      const next = {
-        name: body.name ?? current.name,
-        stage_id: body.stage_id ?? current.stage_id,
-        status_id: body.status_id === undefined ? current.status_id : body.status_id,
-        contact_id: body.contact_id === undefined ? current.contact_id : body.contact_id,
-        custom: mergeCustom(current.custom, metadata),
-      };
-      const before = toItemResponse(current, pipeline);
+      const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
       const now = new Date();
-      const afterDoc: ItemDoc = { ...current, ...next, version: current.version + 1, updated_at: now };
-      const after = toItemResponse(afterDoc, pipeline);
-      const changes = diffResources(before, after, ['updated_at', 'version']);
-      if (Object.keys(changes).length === 0) return before;
-
-      const update: ItemChanges = { ...next, dup_tokens: duplicateTokens(pipeline, next) };
-      const events = [buildEvent('item.updated', auth.companyId, after, { changes, occurredAt: now, depth: options.depth })];
-      const saved = await this.deps.items.updateIfVersion(auth.companyId, itemId, current.version, update, now, events);
-      if (saved) {
+      const events = [
+        buildEvent('item.deleted', auth.companyId, toItemResponse(current, pipeline), { occurredAt: now }),
+      ];
+      if (await this.deps.items.archive(current, now, events)) {
         this.deps.publisher.publishRecorded('items', itemId, events);
-        return toItemResponse(saved, pipeline);
-      }
-      // Someone else wrote first. With an explicit expectation that is a conflict; otherwise re-read and retry.
-      if (body.version !== undefined || ifMatch !== undefined) {
-        const latest = await this.deps.items.findById(auth.companyId, itemId);
-        if (!latest) throw new NotFoundError('Item');
-        if (body.version !== undefined) throw new VersionConflictError(latest.version);
-        throw new PreconditionFailedError(latest.version);
+        return;
       }
     }
     throw new VersionConflictError((await this.deps.items.findById(auth.companyId, itemId))?.version ?? 0);
   }
 
-  async list(auth: AuthContext, query: z.infer<typeof listItemsQuery>): Promise<{ items: ItemResponse[]; nextCursor?: string }> {
+  async list(
+    auth: AuthContext,
+    query: z.infer<typeof listItemsQuery>,
+  ): Promise<{ items: ItemResponse[]; nextCursor?: string }> {
     const sort = parseSort(query.sort);
     const { cursor: rawCursor, limit, sort: _sort, ...filter } = query;
+    const { pipeline_id, stage_id, status_id, contact_id, external_id, created_after, updated_after, q, ...metadata } =
+      filter;
+    const search = await this.searchOf(auth.companyId, pipeline_id, q, metadata);
     const codec = await this.deps.cursors();
     const scope = `items:${auth.companyId}:${JSON.stringify({ ...filter, sort: query.sort })}`;
     const cursor = rawCursor ? codec.decode(rawCursor, scope) : undefined;
-    const rows = await this.deps.items.list(auth.companyId, filter, sort, limit + 1, cursor);
-    const page = pageOf(rows, limit, (row) => row[sort.field as 'created_at' | 'updated_at'], (value, id) => codec.encode({ scope, value, id }));
+    const rows = await this.deps.items.list(
+      auth.companyId,
+      { pipeline_id, stage_id, status_id, contact_id, external_id, created_after, updated_after, ...search },
+      sort,
+      limit + 1,
+      cursor,
+    );
+    const page = pageOf(
+      rows,
+      limit,
+      (row) => row[sort.field as 'created_at' | 'updated_at'],
+      (value, id) => codec.encode({ scope, value, id }),
+    );
     const pipelineIds = [...new Set(page.rows.map((row) => row.pipeline_id))];
     const pipelines = new Map<string, PipelineDoc>();
     for (const id of pipelineIds) pipelines.set(id, await this.pipelineFor(auth.companyId, id));
-    return { items: page.rows.map((row) => toItemResponse(row, pipelines.get(row.pipeline_id)!)), nextCursor: page.nextCursor };
+    return {
+      items: page.rows.map((row) => toItemResponse(row, pipelines.get(row.pipeline_id)!)),
+      nextCursor: page.nextCursor,
+    };
+  }
+
+  /** The conditions of `q` and the custom-field filters; the filters are judged against pipeline_id's fields. */
+  private async searchOf(companyId: string, pipelineId: string | undefined, q: string | undefined, filters: object) {
+    if (q === undefined && Object.keys(filters).length === 0) return {};
+    const pipeline = pipelineId === undefined ? undefined : await this.deps.pipelines.findCached(companyId, pipelineId);
+    if (pipelineId !== undefined && !pipeline && Object.keys(filters).length > 0)
+      throw ValidationError.single('pipeline_id', 'is not a pipeline of this company');
+    return itemSearch(pipeline ?? undefined, q, filters as Record<string, unknown>);
   }
 
   /** Applies the pipeline's duplicate_detection config; never writes anything. */
@@ -235,7 +422,13 @@ export class ItemsService {
       return { has_duplicates: false, matches: [] };
     }
     const tokens = [...probes.values()];
-    const rows = await this.deps.items.findByTokens(auth.companyId, pipeline._id, tokens, config.match, MAX_DUPLICATE_MATCHES);
+    const rows = await this.deps.items.findByTokens(
+      auth.companyId,
+      pipeline._id,
+      tokens,
+      config.match,
+      MAX_DUPLICATE_MATCHES,
+    );
     const matches = rows.map((row) => ({
       item: toItemResponse(row, pipeline),
       matched_fields: [...probes].filter(([, token]) => row.dup_tokens.includes(token)).map(([field]) => field),

@@ -1,9 +1,9 @@
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
+import { isAdminToken } from '../admin/plugin.js';
 import type { Queue } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isAdminToken } from '../admin/plugin.js';
 
 const BASE_PATH = '/admin/queues';
 

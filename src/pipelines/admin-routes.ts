@@ -1,44 +1,70 @@
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { requireCompany } from '../admin/plugin.js';
+import { requireCompany } from '../admin/require-company.js';
 import { errorResponses } from '../http/responses.js';
 import { NotFoundError } from '../shared/errors.js';
 import { toPipelineResponse } from './repository.js';
 import { createPipelineBody, pipelineSchema, updatePipelineBody } from './schemas.js';
 import { createPipeline, updatePipeline } from './service.js';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const companyParams = z.object({ company_id: z.string() });
 const pipelineParams = companyParams.extend({ pipeline_id: z.string() });
 const tags = ['admin'];
 
 export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
-  app.post('/companies/:company_id/pipelines', {
-    schema: { tags, params: companyParams, body: createPipelineBody, response: { 201: pipelineSchema, ...errorResponses(400, 401, 404) } },
-  }, async (request, reply) => {
-    await requireCompany(app, request.params.company_id);
-    const pipeline = await createPipeline(app.repos.pipelines, request.params.company_id, request.body);
-    return reply.code(201).send(toPipelineResponse(pipeline));
-  });
+  app.post(
+    '/companies/:company_id/pipelines',
+    {
+      schema: {
+        tags,
+        params: companyParams,
+        body: createPipelineBody,
+        response: { 201: pipelineSchema, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request, reply) => {
+      await requireCompany(app, request.params.company_id);
+      const pipeline = await createPipeline(app.repos.pipelines, request.params.company_id, request.body);
+      return reply.code(201).send(toPipelineResponse(pipeline));
+    },
+  );
 
-  app.get('/companies/:company_id/pipelines', {
-    schema: { tags, params: companyParams, response: { 200: z.array(pipelineSchema), ...errorResponses(401, 404) } },
-  }, async (request) => {
-    await requireCompany(app, request.params.company_id);
-    return (await app.repos.pipelines.list(request.params.company_id)).map(toPipelineResponse);
-  });
+  app.get(
+    '/companies/:company_id/pipelines',
+    {
+      schema: { tags, params: companyParams, response: { 200: z.array(pipelineSchema), ...errorResponses(401, 404) } },
+    },
+    async (request) => {
+      await requireCompany(app, request.params.company_id);
+      return (await app.repos.pipelines.list(request.params.company_id)).map(toPipelineResponse);
+    },
+  );
 
-  app.get('/companies/:company_id/pipelines/:pipeline_id', {
-    schema: { tags, params: pipelineParams, response: { 200: pipelineSchema, ...errorResponses(401, 404) } },
-  }, async (request) => {
-    const pipeline = await app.repos.pipelines.findById(request.params.company_id, request.params.pipeline_id);
-    if (!pipeline) throw new NotFoundError('Pipeline');
-    return toPipelineResponse(pipeline);
-  });
+  app.get(
+    '/companies/:company_id/pipelines/:pipeline_id',
+    {
+      schema: { tags, params: pipelineParams, response: { 200: pipelineSchema, ...errorResponses(401, 404) } },
+    },
+    async (request) => {
+      const pipeline = await app.repos.pipelines.findById(request.params.company_id, request.params.pipeline_id);
+      if (!pipeline) throw new NotFoundError('Pipeline');
+      return toPipelineResponse(pipeline);
+    },
+  );
 
-  app.patch('/companies/:company_id/pipelines/:pipeline_id', {
-    schema: { tags, params: pipelineParams, body: updatePipelineBody, response: { 200: pipelineSchema, ...errorResponses(400, 401, 404) } },
-  }, async (request) => {
-    const { company_id: companyId, pipeline_id: pipelineId } = request.params;
-    return toPipelineResponse(await updatePipeline(app.repos.pipelines, companyId, pipelineId, request.body));
-  });
+  app.patch(
+    '/companies/:company_id/pipelines/:pipeline_id',
+    {
+      schema: {
+        tags,
+        params: pipelineParams,
+        body: updatePipelineBody,
+        response: { 200: pipelineSchema, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const { company_id: companyId, pipeline_id: pipelineId } = request.params;
+      return toPipelineResponse(await updatePipeline(app.repos.pipelines, companyId, pipelineId, request.body));
+    },
+  );
 };

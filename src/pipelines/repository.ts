@@ -1,7 +1,7 @@
-import type { Collection, Db } from 'mongodb';
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
 import { isIdOf } from '../shared/ids.js';
 import type { DuplicateDetection, FieldDefinition, PipelineResponse } from './schemas.js';
+import type { Collection, Db } from 'mongodb';
 
 export interface StageDoc {
   stage_id: string;
@@ -94,7 +94,12 @@ export function toPipelineResponse(doc: PipelineDoc): PipelineResponse {
     name: doc.name,
     stages: doc.stages,
     statuses: doc.statuses,
-    fields: doc.fields.map(({ name, type, required, options }) => ({ name, type, required, ...(options ? { options } : {}) })),
+    fields: doc.fields.map(({ name, type, required, options }) => ({
+      name,
+      type,
+      required,
+      ...(options ? { options } : {}),
+    })),
     duplicate_detection: doc.duplicate_detection,
   };
 }

@@ -1,4 +1,3 @@
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { errorResponses, EXT_ERRORS } from '../http/responses.js';
@@ -6,34 +5,51 @@ import { NotFoundError } from '../shared/errors.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
 import { toPipelineResponse } from './repository.js';
 import { pipelineSchema } from './schemas.js';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const tags = ['pipelines'];
 
 /** Read-only Pipelines API for integrators (DECISIONS.md section 7). */
 export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
-  app.get('/pipelines', {
-    config: { scope: 'items:read' },
-    schema: { tags, summary: 'List pipelines', querystring: idPageQuery, response: { 200: z.array(pipelineSchema), ...errorResponses(...EXT_ERRORS) } },
-  }, async (request, reply) => {
-    const companyId = authOf(request).companyId;
-    const page = await pageByCreation(await app.services.cursors(), `pipelines:${companyId}`, request.query, (afterId, limit) =>
-      app.repos.pipelines.list(companyId, afterId, limit),
-    );
-    setNextPageHeaders(request, reply, page.nextCursor);
-    return page.rows.map(toPipelineResponse);
-  });
-
-  app.get('/pipelines/:pipeline_id', {
-    config: { scope: 'items:read' },
-    schema: {
-      tags,
-      summary: 'Get a pipeline with its stages, statuses and custom fields',
-      params: z.object({ pipeline_id: z.string() }),
-      response: { 200: pipelineSchema, ...errorResponses(...EXT_ERRORS, 404) },
+  app.get(
+    '/pipelines',
+    {
+      config: { scope: 'items:read' },
+      schema: {
+        tags,
+        summary: 'List pipelines',
+        querystring: idPageQuery,
+        response: { 200: z.array(pipelineSchema), ...errorResponses(...EXT_ERRORS) },
+      },
     },
-  }, async (request) => {
-    const pipeline = await app.repos.pipelines.findCached(authOf(request).companyId, request.params.pipeline_id);
-    if (!pipeline) throw new NotFoundError('Pipeline');
-    return toPipelineResponse(pipeline);
-  });
+    async (request, reply) => {
+      const companyId = authOf(request).companyId;
+      const page = await pageByCreation(
+        await app.services.cursors(),
+        `pipelines:${companyId}`,
+        request.query,
+        (afterId, limit) => app.repos.pipelines.list(companyId, afterId, limit),
+      );
+      setNextPageHeaders(request, reply, page.nextCursor);
+      return page.rows.map(toPipelineResponse);
+    },
+  );
+
+  app.get(
+    '/pipelines/:pipeline_id',
+    {
+      config: { scope: 'items:read' },
+      schema: {
+        tags,
+        summary: 'Get a pipeline with its stages, statuses and custom fields',
+        params: z.object({ pipeline_id: z.string() }),
+        response: { 200: pipelineSchema, ...errorResponses(...EXT_ERRORS, 404) },
+      },
+    },
+    async (request) => {
+      const pipeline = await app.repos.pipelines.findCached(authOf(request).companyId, request.params.pipeline_id);
+      if (!pipeline) throw new NotFoundError('Pipeline');
+      return toPipelineResponse(pipeline);
+    },
+  );
 };

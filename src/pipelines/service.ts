@@ -1,7 +1,5 @@
-import type { z } from 'zod';
 import { NotFoundError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
-import type { PipelineDoc, PipelinesRepository } from './repository.js';
 import {
   DEFAULT_DUPLICATE_DETECTION,
   type createPipelineBody,
@@ -9,6 +7,8 @@ import {
   type FieldDefinition,
   type updatePipelineBody,
 } from './schemas.js';
+import type { PipelineDoc, PipelinesRepository } from './repository.js';
+import type { z } from 'zod';
 
 const CORE_DUPLICATE_FIELDS = new Set(['name', 'contact_id']);
 const COMPARABLE_FIELD_TYPES = new Set(['text', 'email', 'url', 'number', 'select']);
@@ -21,13 +21,20 @@ function checkFieldNamesUnique(fields: FieldDefinition[], problems: FieldProblem
   });
 }
 
-function checkDuplicateDetection(config: DuplicateDetection, fields: FieldDefinition[], problems: FieldProblem[]): void {
+function checkDuplicateDetection(
+  config: DuplicateDetection,
+  fields: FieldDefinition[],
+  problems: FieldProblem[],
+): void {
   config.fields.forEach((name, index) => {
     if (CORE_DUPLICATE_FIELDS.has(name)) return;
     const field = fields.find((candidate) => candidate.name === name);
     if (!field) problems.push({ path: `duplicate_detection.fields.${index}`, message: `unknown field '${name}'` });
     else if (!COMPARABLE_FIELD_TYPES.has(field.type)) {
-      problems.push({ path: `duplicate_detection.fields.${index}`, message: `${field.type} fields cannot be compared` });
+      problems.push({
+        path: `duplicate_detection.fields.${index}`,
+        message: `${field.type} fields cannot be compared`,
+      });
     }
   });
 }
@@ -58,7 +65,11 @@ export async function createPipeline(
 }
 
 function sameDefinition(a: FieldDefinition, b: FieldDefinition): boolean {
-  return a.type === b.type && a.required === b.required && JSON.stringify(a.options ?? null) === JSON.stringify(b.options ?? null);
+  return (
+    a.type === b.type &&
+    a.required === b.required &&
+    JSON.stringify(a.options ?? null) === JSON.stringify(b.options ?? null)
+  );
 }
 
 /** Applies a PATCH to a pipeline: adds stages/statuses/fields, renames by id; existing fields never change type. */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger.js';
+import type { RedisClient } from '../shared/redis.js';
 
 export interface RateLimitDecision {
   allowed: boolean;
@@ -45,7 +45,7 @@ if oldest[2] then reset_ms = tonumber(oldest[2]) + window_ms - now end
 return {allowed, limit - count, reset_ms}
 `;
 
-type SlidingWindowRedis = Redis & {
+type SlidingWindowRedis = RedisClient & {
   slidingWindow(key: string, windowMs: number, limit: number, member: string): Promise<[number, number, number]>;
 };
 
@@ -67,7 +67,8 @@ export class MemorySlidingWindow {
     if (times.length === 0) this.admissions.delete(key);
     else this.admissions.set(key, times);
     this.evictIdle(now - windowMs);
-    const resetMs = times.length > 0 ? times[0] + windowMs - now : 0;
+    const oldest = times[0];
+    const resetMs = oldest === undefined ? 0 : oldest + windowMs - now;
     return {
       allowed,
       limit: this.options.max,
@@ -81,7 +82,7 @@ export class MemorySlidingWindow {
   private evictIdle(cutoff: number): void {
     if (this.admissions.size < 10_000) return;
     for (const [key, times] of this.admissions) {
-      if (times[times.length - 1] <= cutoff) this.admissions.delete(key);
+      if ((times.at(-1) ?? cutoff) <= cutoff) this.admissions.delete(key);
     }
   }
 }
@@ -92,7 +93,7 @@ export class SlidingWindowLimiter {
   private degraded = false;
 
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly options: SlidingWindowOptions,
     private readonly logger?: Logger,
   ) {
@@ -121,7 +122,13 @@ export class SlidingWindowLimiter {
           randomUUID(),
         );
         this.setDegraded(false);
-        return { allowed: allowed === 1, limit: this.options.max, remaining, resetSeconds: toSeconds(resetMs), backend: 'redis' };
+        return {
+          allowed: allowed === 1,
+          limit: this.options.max,
+          remaining,
+          resetSeconds: toSeconds(resetMs),
+          backend: 'redis',
+        };
       } catch (error) {
         this.setDegraded(true, error);
       }
@@ -135,9 +142,15 @@ export class SlidingWindowLimiter {
     if (degraded === this.degraded) return;
     this.degraded = degraded;
     if (degraded) {
-      this.logger?.warn({ err: error, keyPrefix: this.options.keyPrefix }, 'redis unreachable: rate limit falls back to a per-process window');
+      this.logger?.warn(
+        { err: error, keyPrefix: this.options.keyPrefix },
+        'redis unreachable: rate limit falls back to a per-process window',
+      );
     } else {
-      this.logger?.info({ keyPrefix: this.options.keyPrefix }, 'redis reachable again: rate limit shared across processes');
+      this.logger?.info(
+        { keyPrefix: this.options.keyPrefix },
+        'redis reachable again: rate limit shared across processes',
+      );
     }
   }
 }

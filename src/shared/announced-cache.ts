@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from './logger.js';
+import type { RedisClient } from './redis.js';
 
 /**
  * Bounds staleness should an announcement be lost (its publish failed while the listeners stayed
@@ -21,7 +21,7 @@ export class ChangeAnnouncer {
   private subscribed = false;
 
   constructor(
-    private readonly publisher: Redis,
+    private readonly publisher: RedisClient,
     readonly channel: string,
     private readonly logger: Logger,
   ) {}
@@ -34,7 +34,10 @@ export class ChangeAnnouncer {
   async announce(key: string): Promise<void> {
     this.notify(key);
     await this.publisher.publish(this.channel, key).catch((error: unknown) => {
-      this.logger.warn({ err: error, channel: this.channel }, 'change not announced; other processes see it within 5 s');
+      this.logger.warn(
+        { err: error, channel: this.channel },
+        'change not announced; other processes see it within 5 s',
+      );
     });
   }
 
@@ -43,7 +46,7 @@ export class ChangeAnnouncer {
   }
 
   /** Listens on `subscriber`, a connection in subscriber mode from now on (it may carry several channels). */
-  async listen(subscriber: Redis): Promise<void> {
+  async listen(subscriber: RedisClient): Promise<void> {
     subscriber.on('message', (channel: string, key: string) => {
       if (channel === this.channel) this.notify(key);
     });
@@ -95,7 +98,7 @@ export class AnnouncedCache<T extends object | null> {
 }
 
 /** The change channels of one deployment (its queue prefix) and the one subscriber connection they share. */
-export function createChangeFeeds(redis: Redis, queuePrefix: string, logger: Logger) {
+export function createChangeFeeds(redis: RedisClient, queuePrefix: string, logger: Logger) {
   const subscriber = redis.duplicate();
   subscriber.on('error', () => {}); // while it is down the caches read through
   const feeds = {

@@ -23,9 +23,23 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * `errors[]` holds at most this many entries, then `errors_truncated: true` (DECISIONS.md section 12.4):
+ * a body built to fail everywhere must not buy a multi-megabyte answer.
+ */
+export const MAX_FIELD_PROBLEMS = 100;
+
 export class ValidationError extends AppError {
-  constructor(readonly errors: FieldProblem[]) {
-    super(400, 'validation_failed', 'Validation failed', summarize(errors), { errors });
+  readonly errors: FieldProblem[];
+  /** `problems` may be longer than the cap: the detail still counts them all. */
+  constructor(problems: FieldProblem[]) {
+    const errors = problems.slice(0, MAX_FIELD_PROBLEMS);
+    const truncated = problems.length > MAX_FIELD_PROBLEMS;
+    super(400, 'validation_failed', 'Validation failed', summarize(problems), {
+      errors,
+      ...(truncated ? { errors_truncated: true } : {}),
+    });
+    this.errors = errors;
   }
   static single(path: string, message: string): ValidationError {
     return new ValidationError([{ path, message }]);
@@ -76,23 +90,46 @@ export class VersionConflictError extends AppError {
   }
 }
 
-export class PreconditionFailedError extends AppError {
-  constructor(currentVersion: number) {
-    super(412, 'precondition_failed', 'Precondition failed', 'If-Match does not match the current ETag', {
-      current_version: currentVersion,
+export class ExternalIdTakenError extends AppError {
+  constructor() {
+    super(409, 'external_id_taken', 'External id taken', 'Another item of this company already has this external_id', {
+      errors: [{ path: 'external_id', message: 'is already the external_id of another item' }],
     });
+  }
+}
+
+export class PreconditionFailedError extends AppError {
+  /** `currentVersion` for items; a task has no version, only its ETag. */
+  constructor(currentVersion?: number) {
+    super(
+      412,
+      'precondition_failed',
+      'Precondition failed',
+      'If-Match does not match the current ETag',
+      currentVersion === undefined ? {} : { current_version: currentVersion },
+    );
   }
 }
 
 export class IdempotencyInProgressError extends AppError {
   constructor() {
-    super(409, 'idempotency_in_progress', 'Request in progress', 'A request with this Idempotency-Key is still running');
+    super(
+      409,
+      'idempotency_in_progress',
+      'Request in progress',
+      'A request with this Idempotency-Key is still running',
+    );
   }
 }
 
 export class IdempotencyMismatchError extends AppError {
   constructor() {
-    super(422, 'idempotency_mismatch', 'Idempotency key reused', 'This Idempotency-Key was used with a different request body');
+    super(
+      422,
+      'idempotency_mismatch',
+      'Idempotency key reused',
+      'This Idempotency-Key was used with a different request body',
+    );
   }
 }
 

@@ -26,5 +26,9 @@ export function newId(kind: IdKind): string {
 
 /** Whether `value` is shaped like an id of this kind (so an over-long or made-up one needs no lookup). */
 export function isIdOf(kind: IdKind, value: string): boolean {
-  return value.length === ID_PREFIXES[kind].length + 25 && value.startsWith(`${ID_PREFIXES[kind]}_`) && /^[0-9a-f]{24}$/.test(value.slice(-24));
+  return (
+    value.length === ID_PREFIXES[kind].length + 25 &&
+    value.startsWith(`${ID_PREFIXES[kind]}_`) &&
+    /^[0-9a-f]{24}$/.test(value.slice(-24))
+  );
 }

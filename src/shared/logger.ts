@@ -1,4 +1,4 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 /** Secrets never reach the logs: redaction is configuration, not something to remember per call. */
 export const REDACTED_PATHS = [
@@ -22,8 +22,9 @@ export function loggerOptions(level: string, name = 'web'): LoggerOptions {
   };
 }
 
-export function createLogger(level: string, name = 'web'): Logger {
-  return pino(loggerOptions(level, name));
+/** JSON lines on stdout, or `destination` (`npm run dev` passes pino-pretty when stdout is a terminal). */
+export function createLogger(level: string, name = 'web', destination?: DestinationStream): Logger {
+  return destination ? pino(loggerOptions(level, name), destination) : pino(loggerOptions(level, name));
 }
 
 export type { Logger };

@@ -1,6 +1,6 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Queue } from 'bullmq';
 import type { Db } from 'mongodb';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
  * Every metric of a process in one registry (web and worker processes each have their own, exposed
@@ -58,6 +58,23 @@ export const overdueTasksFired = new Counter({
   registers: [metricsRegistry],
 });
 
+/** One delivery attempt, as recorded in the deliveries log, counted by outcome (one place for both processes). */
+export function observeDeliveryAttempt(
+  attempt: { succeeded: boolean; status_code: number | null; error: string | null; duration_ms: number },
+  occurredAt: string,
+): void {
+  const outcome = attempt.succeeded
+    ? 'success'
+    : attempt.status_code === 410
+      ? 'gone'
+      : /refused_target|refused target/.test(attempt.error ?? '')
+        ? 'refused'
+        : 'failure';
+  webhookDeliveries.inc({ outcome });
+  webhookDeliveryDuration.observe(attempt.duration_ms / 1000);
+  if (attempt.succeeded) webhookEventLatency.observe(Math.max(0, Date.now() - Date.parse(occurredAt)) / 1000);
+}
+
 const trackedQueues = new Set<Queue>();
 const trackedDatabases = new Set<Db>();
 
@@ -73,6 +90,25 @@ new Gauge({
       try {
         const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
         for (const [state, count] of Object.entries(counts)) this.set({ queue: queue.name, state }, count);
+      } catch {
+        // Redis unreachable: report nothing for this queue
+      }
+    }
+  },
+});
+
+/** How long the oldest waiting job of each queue has waited: depth alone hides a stuck consumer behind a short queue. */
+new Gauge({
+  name: 'queue_oldest_waiting_seconds',
+  help: 'Age of the oldest job waiting in each queue (0 when none waits)',
+  labelNames: ['queue'] as const,
+  registers: [metricsRegistry],
+  async collect() {
+    this.reset();
+    for (const queue of trackedQueues) {
+      try {
+        const [oldest] = await queue.getJobs(['wait'], 0, 0, true);
+        this.set({ queue: queue.name }, oldest ? Math.max(0, Date.now() - oldest.timestamp) / 1000 : 0);
       } catch {
         // Redis unreachable: report nothing for this queue
       }

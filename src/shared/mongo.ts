@@ -14,14 +14,20 @@ export interface MongoConnection {
 }
 
 /** Short server selection so an unreachable MongoDB becomes a 503 quickly instead of hanging a request for 30 s. */
-export async function connectMongo(url: string, dbName: string): Promise<MongoConnection> {
+export async function connectMongo(url: string, dbName: string, connectTimeoutMs = 5_000): Promise<MongoConnection> {
   const client = new MongoClient(url, {
     serverSelectionTimeoutMS: 5_000,
     connectTimeoutMS: 5_000,
     maxPoolSize: 50,
     appName: 'pipeline-records',
   });
-  await client.connect();
+  try {
+    // The first selection may take only connectTimeoutMs; later ones keep the short default above.
+    await withTimeout(client.connect(), connectTimeoutMs);
+  } catch (error) {
+    await client.close().catch(() => {});
+    throw error;
+  }
   return { client, db: client.db(dbName) };
 }
 

@@ -1,11 +1,24 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Filter } from 'mongodb';
 import { z } from 'zod';
 import { ValidationError } from './errors.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Filter } from 'mongodb';
+
+/**
+ * An integer from a query string: decimal digits only. `Number()` would also read `0x10`, `1e2`,
+ * ` 16` or `16.0`, which no client means as an integer; those stay strings and fail as such.
+ */
+export function queryInteger<T extends z.ZodType>(schema: T) {
+  return z.preprocess(
+    (value) => (typeof value === 'string' && /^-?\d{1,15}$/.test(value) ? Number(value) : value),
+    schema,
+  );
+}
 
 /** `limit` 1–200, default 50; out of range is 400, never clamped (DECISIONS.md section 5). */
-export const limitSchema = z.coerce.number().int().min(1).max(200).default(50);
+export const limitSchema = queryInteger(
+  z.number({ error: 'expected a decimal integer' }).int().min(1).max(200).default(50),
+);
 
 export interface SortSpec {
   field: string;
@@ -39,7 +52,9 @@ export class CursorCodec {
 
   decode(cursor: string, expectedScope: string): CursorPayload {
     const invalid = ValidationError.single('cursor', 'is not a cursor issued for this list and these filters');
-    const [body, signature] = cursor.split('.');
+    const parts = cursor.split('.');
+    if (parts.length !== 2) throw invalid; // `<body>.<signature>` and nothing appended
+    const [body, signature] = parts as [string, string];
     if (!body || !signature) throw invalid;
     const expected = Buffer.from(this.sign(body));
     const given = Buffer.from(signature);
@@ -75,7 +90,12 @@ export async function pageByCreation<T extends { _id: string }>(
 ): Promise<{ rows: T[]; nextCursor?: string }> {
   const after = query.cursor ? codec.decode(query.cursor, scope).id : undefined;
   const rows = await fetch(after, query.limit + 1);
-  return pageOf(rows, query.limit, () => new Date(0), (value, id) => codec.encode({ scope, value, id }));
+  return pageOf(
+    rows,
+    query.limit,
+    () => new Date(0),
+    (value, id) => codec.encode({ scope, value, id }),
+  );
 }
 
 /** Records strictly after the cursor in (sort field, _id) order. */
@@ -105,8 +125,8 @@ export function pageOf<T extends { _id: string }>(
   sortValue: (row: T) => Date,
   makeCursor: (value: number, id: string) => string,
 ): { rows: T[]; nextCursor?: string } {
-  if (rows.length <= limit) return { rows };
   const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
+  const last = page.at(-1);
+  if (rows.length <= limit || last === undefined) return { rows };
   return { rows: page, nextCursor: makeCursor(sortValue(last).getTime(), last._id) };
 }

@@ -1,4 +1,12 @@
-import { FlowProducer, Queue, Worker, type ConnectionOptions, type Job, type JobsOptions, type WorkerOptions } from 'bullmq';
+import {
+  FlowProducer,
+  Queue,
+  Worker,
+  type ConnectionOptions,
+  type Job,
+  type JobsOptions,
+  type WorkerOptions,
+} from 'bullmq';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { Logger } from './logger.js';
 
@@ -23,6 +31,7 @@ export interface JobPayloads {
 export type QueueName = keyof JobPayloads;
 export const QUEUE_NAMES: QueueName[] = ['automations', 'hook-fanout', 'deliveries'];
 export const EVENT_QUEUES = ['automations', 'hook-fanout'] as const satisfies readonly QueueName[];
+export type EventQueue = (typeof EVENT_QUEUES)[number];
 
 /** Completed jobs are kept a day, so a re-published event_id is still recognised and not run twice. */
 export const DEFAULT_JOB_OPTIONS: JobsOptions = {
@@ -47,7 +56,10 @@ export interface QueueSettings {
  * could time out on a busy machine and surface as an unhandled rejection, and the workers' own
  * connections run the check anyway.
  */
-export function createQueue<N extends QueueName>(name: N, settings: QueueSettings): Queue<JobPayloads[N], unknown, string> {
+export function createQueue<N extends QueueName>(
+  name: N,
+  settings: QueueSettings,
+): Queue<JobPayloads[N], unknown, string> {
   return new Queue<JobPayloads[N], unknown, string>(name, {
     connection: settings.connection,
     prefix: settings.prefix,
@@ -74,7 +86,9 @@ export function startWorker<N extends QueueName>(
   });
   const logger = settings.logger;
   if (logger) {
-    worker.on('completed', (job) => logger.debug({ queue: name, job_id: job.id, attempt: job.attemptsMade, outcome: 'completed' }, 'job'));
+    worker.on('completed', (job) =>
+      logger.debug({ queue: name, job_id: job.id, attempt: job.attemptsMade, outcome: 'completed' }, 'job'),
+    );
     worker.on('failed', (job, error) =>
       logger.warn({ queue: name, job_id: job?.id, attempt: job?.attemptsMade, outcome: 'failed', err: error }, 'job'),
     );
@@ -99,12 +113,27 @@ export function createEventProducer(settings: QueueSettings): FlowProducer {
   return new FlowProducer({ connection: settings.connection, prefix: settings.prefix, skipVersionCheck: true });
 }
 
-/** Adds each event to every event queue with jobId = event_id, so a re-publish is a no-op. */
-export async function publishEvents(producer: FlowProducer, events: EventEnvelope[]): Promise<void> {
+/** Job name of an event added again (relay of unqueued events, reconciler): its consumers check MongoDB first. */
+export const REPUBLISHED_JOB = 'republished';
+
+/**
+ * Adds each event to the queues of the consumers still to run it, with jobId = event_id, so a
+ * re-publish of an event BullMQ still holds is a no-op.
+ */
+export async function publishEvents(
+  producer: FlowProducer,
+  events: Array<{ event: EventEnvelope; consumers: readonly EventQueue[] }>,
+  options: { republished?: boolean } = {},
+): Promise<void> {
   await producer.addBulk(
-    events.flatMap((event) =>
+    events.flatMap(({ event, consumers }) =>
       // A FlowProducer does not apply a queue's defaults; each job carries them.
-      EVENT_QUEUES.map((queueName) => ({ name: event.type, queueName, data: event, opts: { ...DEFAULT_JOB_OPTIONS, jobId: event.event_id } })),
+      consumers.map((queueName) => ({
+        name: options.republished ? REPUBLISHED_JOB : event.type,
+        queueName,
+        data: event,
+        opts: { ...DEFAULT_JOB_OPTIONS, jobId: event.event_id },
+      })),
     ),
   );
 }

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Db } from 'mongodb';
 
 interface SecretDoc {
@@ -21,4 +21,15 @@ export async function loadSharedSecret(db: Db, name: string): Promise<Buffer> {
   const doc = await secrets.findOne({ _id: name });
   if (!doc) throw new Error(`secret ${name} missing after upsert`);
   return Buffer.from(doc.value, 'base64');
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+/** Constant-time check of `Authorization: Bearer <token>`; never true without a configured token. */
+export function bearerMatches(header: string | undefined, token: string | undefined): boolean {
+  const match = header ? /^bearer\s+(.+)$/i.exec(header) : null; // the scheme name is case-insensitive
+  if (!token || !match) return false;
+  return timingSafeEqual(digest(match[1].trim()), digest(token));
 }

@@ -6,8 +6,21 @@ const ISO_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\
 
 /** A real day of the calendar: 2026-02-30 matches the pattern but is not one, and must not roll over to March. */
 function isCalendarDay(year: number, month: number, day: number): boolean {
-  const date = new Date(Date.UTC(year, month - 1, day));
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day); // unlike Date.UTC, years 0-99 stay themselves
   return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
+/**
+ * The instants whose UTC rendering stays within ISO 8601's four-digit years (0000-01-01 to 9999-12-31).
+ * `9999-12-31T23:30:00-01:00` is a valid input whose UTC instant would render as `+010000-…`, which
+ * no client can read back; such inputs are refused, so every timestamp we render is a valid input.
+ */
+const FIRST_RENDERABLE_MS = Date.parse('0000-01-01T00:00:00.000Z');
+const LAST_RENDERABLE_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+export function isRenderableInstant(ms: number): boolean {
+  return ms >= FIRST_RENDERABLE_MS && ms <= LAST_RENDERABLE_MS;
 }
 
 export function isIsoDate(value: string): boolean {
@@ -21,8 +34,12 @@ export function isIsoTimestamp(value: string): boolean {
   const [, year, month, day, hour, minute, second = '0', offsetHours = '0', offsetMinutes = '0'] = match;
   return (
     isCalendarDay(Number(year), Number(month), Number(day)) &&
-    Number(hour) <= 23 && Number(minute) <= 59 && Number(second) <= 59 &&
-    Number(offsetHours) <= 23 && Number(offsetMinutes) <= 59
+    Number(hour) <= 23 &&
+    Number(minute) <= 59 &&
+    Number(second) <= 59 &&
+    Number(offsetHours) <= 23 &&
+    Number(offsetMinutes) <= 59 &&
+    isRenderableInstant(Date.parse(value))
   );
 }
 

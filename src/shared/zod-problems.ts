@@ -1,5 +1,5 @@
-import type { z } from 'zod';
 import type { FieldProblem } from './errors.js';
+import type { z } from 'zod';
 
 /** zod issues as `errors[]` entries with dotted paths; an unknown key becomes one entry per key. */
 export function problemsFromZodIssues(issues: z.core.$ZodIssue[], prefix: string[] = []): FieldProblem[] {

@@ -1,10 +1,10 @@
-import type { Collection, Filter, FindCursor } from 'mongodb';
 import { buildEvent, type EventEnvelope } from '../events/envelope.js';
 import { outboxOnUpdate } from '../events/outbox.js';
+import { LIVE_TASK, type TaskDoc, type TasksRepository } from './repository.js';
+import { toTaskResponse } from './schemas.js';
 import type { OutboxCollection } from '../events/publisher.js';
 import type { Logger } from '../shared/logger.js';
-import type { TaskDoc, TasksRepository } from './repository.js';
-import { toTaskResponse } from './schemas.js';
+import type { Collection, Filter, FindCursor } from 'mongodb';
 
 /** Tasks read (and held in memory) at a time; memory does not grow with the number of overdue tasks. */
 export const OVERDUE_BATCH_SIZE = 500;
@@ -15,8 +15,16 @@ export const OVERDUE_SCAN_INDEX = 'overdue_scan';
 
 export interface OverdueScanDeps {
   tasks: TasksRepository;
-  /** QueueEventPublisher in production; a failure leaves the events in the outbox for the relay. */
-  publisher: { publishAndClear(collection: OutboxCollection, documents: Array<{ documentId: string; events: EventEnvelope[] }>): Promise<void> };
+  /**
+   * QueueEventPublisher in production: false when the queues did not take the events (they wait in
+   * `events` for the relay); a throw leaves them in the outbox for the relay.
+   */
+  publisher: {
+    publishAndClear(
+      collection: OutboxCollection,
+      documents: Array<{ documentId: string; events: EventEnvelope[] }>,
+    ): Promise<boolean | void>;
+  };
   logger: Logger;
 }
 
@@ -33,9 +41,9 @@ export interface OverdueScanResult {
   unpublished: number;
 }
 
-/** Open tasks due by `now` that have not fired for their due time. */
+/** Open live tasks due by `now` that have not fired for their due time (archiving also sets overdue_fired_for). */
 function overdueFilter(now: Date): Filter<TaskDoc> {
-  return { is_completed: false, overdue_fired_for: null, due_at: { $lte: now } };
+  return { is_completed: false, overdue_fired_for: null, due_at: { $lte: now }, ...LIVE_TASK };
 }
 
 /** One batch's query; hinted so it can never become a collection scan (bench/overdue.ts prints its plan). */
@@ -58,10 +66,18 @@ async function fireOverdue(collection: Collection<TaskDoc>, task: TaskDoc, now: 
   const event = buildEvent('task.overdue', task.company_id, toTaskResponse(task), { occurredAt: now });
   const outbox = outboxOnUpdate([event]);
   const result = await collection.updateOne(
-    { _id: task._id, company_id: task.company_id, revision: task.revision, is_completed: false, overdue_fired_for: null, due_at: task.due_at },
+    {
+      _id: task._id,
+      company_id: task.company_id,
+      revision: task.revision,
+      is_completed: false,
+      overdue_fired_for: null,
+      due_at: task.due_at,
+      ...LIVE_TASK,
+    },
     {
       $set: { overdue_fired_for: task.due_at, ...outbox.$set },
-      $inc: { revision: 1 },
+      $inc: { revision: 1, ...outbox.$inc },
       $push: { ...outbox.$push, overdue_fired_dues: { $each: [task.due_at], $slice: -FIRED_DUES_KEPT } } as never,
     },
   );
@@ -74,20 +90,31 @@ async function fireOverdue(collection: Collection<TaskDoc>, task: TaskDoc, now: 
  * the front of the index, and a task lost to a concurrent PATCH is read again if it is still overdue.
  * The scan ends at an empty batch, or at one that fired nothing (its tasks belong to a concurrent scan).
  */
-export async function scanOverdueTasks(deps: OverdueScanDeps, now: Date, options: OverdueScanOptions = {}): Promise<OverdueScanResult> {
+export async function scanOverdueTasks(
+  deps: OverdueScanDeps,
+  now: Date,
+  options: OverdueScanOptions = {},
+): Promise<OverdueScanResult> {
   const batchSize = options.batchSize ?? OVERDUE_BATCH_SIZE;
   const result: OverdueScanResult = { fired: 0, batches: 0, unpublished: 0 };
   while (!options.signal?.aborted) {
     const batch = await overdueBatchQuery(deps.tasks.collection, now, batchSize).toArray();
     if (batch.length === 0) break;
     result.batches++;
-    const fired = await Promise.all(batch.map(async (task) => ({ id: task._id, event: await fireOverdue(deps.tasks.collection, task, now) })));
+    const fired = await Promise.all(
+      batch.map(async (task) => ({ id: task._id, event: await fireOverdue(deps.tasks.collection, task, now) })),
+    );
     const toPublish = fired.filter((entry): entry is { id: string; event: EventEnvelope } => entry.event !== null);
     result.fired += toPublish.length;
     try {
-      await deps.publisher.publishAndClear('tasks', toPublish.map(({ id, event }) => ({ documentId: id, events: [event] })));
+      const queued = await deps.publisher.publishAndClear(
+        'tasks',
+        toPublish.map(({ id, event }) => ({ documentId: id, events: [event] })),
+      );
+      if (queued === false) throw new Error('the queues did not take the events');
     } catch (error) {
-      if (result.unpublished === 0) deps.logger.warn({ err: error }, 'task.overdue events not published yet; the relay will deliver them');
+      if (result.unpublished === 0)
+        deps.logger.warn({ err: error }, 'task.overdue events not published yet; the relay will deliver them');
       result.unpublished += toPublish.length;
     }
     if (toPublish.length === 0) break;

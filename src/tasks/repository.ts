@@ -1,8 +1,9 @@
-import type { Collection, Db, Filter } from 'mongodb';
-import type { EventEnvelope } from '../events/envelope.js';
 import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
+import { EventsRepository } from '../events/repository.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
-import type { TASK_PRIORITIES, TASK_TYPES } from './schemas.js';
+import type { EventEnvelope } from '../events/envelope.js';
+import type { TaskPriority, TaskType } from './kinds.js';
+import type { Collection, Db, Filter } from 'mongodb';
 
 export interface TaskDoc extends OutboxFields {
   _id: string;
@@ -11,8 +12,8 @@ export interface TaskDoc extends OutboxFields {
   due_at: Date;
   assigned_to: string;
   description: string | null;
-  priority: (typeof TASK_PRIORITIES)[number];
-  task_type: (typeof TASK_TYPES)[number];
+  priority: TaskPriority;
+  task_type: TaskType;
   item_id: string | null;
   duration_minutes: number | null;
   reminder_minutes: number | null;
@@ -28,11 +29,31 @@ export interface TaskDoc extends OutboxFields {
   overdue_fired_for: Date | null;
   /** Every due time task.overdue fired for (the latest few): moving due_at back to one does not re-arm. */
   overdue_fired_dues?: Date[];
+  /** Set by DELETE: the task is archived, not erased, and every read below leaves it out (null or absent: live). */
+  archived_at?: Date | null;
 }
+
+/** Matches live tasks: archived_at null or absent (tasks written before archiving existed have none). */
+export const LIVE_TASK = { archived_at: null };
 
 /** The fields a PATCH may write (completed_at follows is_completed; overdue_fired_for is reset by a due_at change). */
 export type TaskChanges = Partial<
-  Pick<TaskDoc, 'title' | 'due_at' | 'assigned_to' | 'description' | 'priority' | 'task_type' | 'item_id' | 'duration_minutes' | 'reminder_minutes' | 'notes' | 'is_completed' | 'completed_at' | 'overdue_fired_for'>
+  Pick<
+    TaskDoc,
+    | 'title'
+    | 'due_at'
+    | 'assigned_to'
+    | 'description'
+    | 'priority'
+    | 'task_type'
+    | 'item_id'
+    | 'duration_minutes'
+    | 'reminder_minutes'
+    | 'notes'
+    | 'is_completed'
+    | 'completed_at'
+    | 'overdue_fired_for'
+  >
 >;
 
 export interface TaskListFilter {
@@ -53,22 +74,28 @@ const EQUALITY_FILTERS = ['is_completed', 'assigned_to', 'item_id', 'task_type',
 export class TasksRepository {
   readonly collection: Collection<TaskDoc>;
 
-  constructor(db: Db) {
+  /** Where a too-full outbox is moved (see updateWithEvents). */
+  private readonly eventStore: EventsRepository;
+
+  constructor(db: Db, eventStore = new EventsRepository(db)) {
+    this.eventStore = eventStore;
     this.collection = db.collection<TaskDoc>('tasks');
   }
 
   /** List indexes end in _id for keyset ties; the last one serves the overdue scanner. */
   static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('tasks').createIndexes([
-      { key: { company_id: 1, due_at: 1, _id: 1 }, name: 'list_due_at' },
-      { key: { company_id: 1, created_at: 1, _id: 1 }, name: 'list_created_at' },
-      { key: { company_id: 1, assigned_to: 1, due_at: 1, _id: 1 }, name: 'list_assigned_to_due_at' },
-      { key: { company_id: 1, item_id: 1, due_at: 1, _id: 1 }, name: 'list_item_id_due_at' },
-      { key: { company_id: 1, is_completed: 1, due_at: 1, _id: 1 }, name: 'list_is_completed_due_at' },
-      { key: { company_id: 1, updated_at: 1, _id: 1 }, name: 'list_updated_at' },
-      { ...OUTBOX_INDEX },
-      { key: { is_completed: 1, overdue_fired_for: 1, due_at: 1 }, name: 'overdue_scan' },
-    ]);
+    await db
+      .collection('tasks')
+      .createIndexes([
+        { key: { company_id: 1, due_at: 1, _id: 1 }, name: 'list_due_at' },
+        { key: { company_id: 1, created_at: 1, _id: 1 }, name: 'list_created_at' },
+        { key: { company_id: 1, assigned_to: 1, due_at: 1, _id: 1 }, name: 'list_assigned_to_due_at' },
+        { key: { company_id: 1, item_id: 1, due_at: 1, _id: 1 }, name: 'list_item_id_due_at' },
+        { key: { company_id: 1, is_completed: 1, due_at: 1, _id: 1 }, name: 'list_is_completed_due_at' },
+        { key: { company_id: 1, updated_at: 1, _id: 1 }, name: 'list_updated_at' },
+        { ...OUTBOX_INDEX },
+        { key: { is_completed: 1, overdue_fired_for: 1, due_at: 1 }, name: 'overdue_scan' },
+      ]);
   }
 
   async insert(doc: TaskDoc): Promise<void> {
@@ -76,19 +103,57 @@ export class TasksRepository {
   }
 
   findById(companyId: string, taskId: string): Promise<TaskDoc | null> {
-    return this.collection.findOne({ company_id: companyId, _id: taskId }, { projection: { pending_events: 0 } });
+    return this.collection.findOne(
+      { company_id: companyId, _id: taskId, ...LIVE_TASK },
+      { projection: { pending_events: 0 } },
+    );
+  }
+
+  /**
+   * Archives the task at the revision that was read, with its task.deleted event in the same write.
+   * Marking it fired for its due time takes it out of the overdue scanner's index range for good.
+   */
+  archive(companyId: string, task: TaskDoc, at: Date, events: EventEnvelope[]): Promise<TaskDoc | null> {
+    return updateWithEvents(
+      this.collection,
+      { company_id: companyId, _id: task._id, ...LIVE_TASK },
+      { field: 'revision', expected: task.revision },
+      { archived_at: at, overdue_fired_for: task.overdue_fired_for ?? task.due_at },
+      events,
+      this.eventStore,
+    );
   }
 
   /**
    * The one write path of an update: matches only while the task still has the revision the caller
    * read, so a concurrent writer makes it return null instead of being overwritten. Events ride along.
    */
-  updateIfRevision(companyId: string, taskId: string, expectedRevision: number, changes: TaskChanges, updatedAt: Date, events: EventEnvelope[]): Promise<TaskDoc | null> {
-    return updateWithEvents(this.collection, { company_id: companyId, _id: taskId }, { field: 'revision', expected: expectedRevision }, { ...changes, updated_at: updatedAt }, events);
+  updateIfRevision(
+    companyId: string,
+    taskId: string,
+    expectedRevision: number,
+    changes: TaskChanges,
+    updatedAt: Date,
+    events: EventEnvelope[],
+  ): Promise<TaskDoc | null> {
+    return updateWithEvents(
+      this.collection,
+      { company_id: companyId, _id: taskId, ...LIVE_TASK },
+      { field: 'revision', expected: expectedRevision },
+      { ...changes, updated_at: updatedAt },
+      events,
+      this.eventStore,
+    );
   }
 
-  list(companyId: string, filter: TaskListFilter, sort: SortSpec, limit: number, cursor?: { value: number; id: string }): Promise<TaskDoc[]> {
-    const query: Filter<TaskDoc> = { company_id: companyId };
+  list(
+    companyId: string,
+    filter: TaskListFilter,
+    sort: SortSpec,
+    limit: number,
+    cursor?: { value: number; id: string },
+  ): Promise<TaskDoc[]> {
+    const query: Filter<TaskDoc> = { company_id: companyId, ...LIVE_TASK };
     for (const field of EQUALITY_FILTERS) if (filter[field] !== undefined) query[field] = filter[field] as never;
     const dueAt: Record<string, Date> = {};
     if (filter.due_before) dueAt.$lt = filter.due_before;
@@ -98,7 +163,11 @@ export class TasksRepository {
     if (Object.keys(dueAt).length > 0) clauses.push({ due_at: dueAt });
     if (filter.overdue) {
       const { value, now } = filter.overdue;
-      clauses.push(value ? { is_completed: false, due_at: { $lt: now } } : { $or: [{ is_completed: true }, { due_at: { $gte: now } }] });
+      clauses.push(
+        value
+          ? { is_completed: false, due_at: { $lt: now } }
+          : { $or: [{ is_completed: true }, { due_at: { $gte: now } }] },
+      );
     }
     if (cursor) clauses.push(afterCursor(sort, cursor) as Filter<TaskDoc>);
     return this.collection

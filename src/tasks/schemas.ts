@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampInput, isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
+import { TASK_PRIORITIES, TASK_TYPES } from './kinds.js';
 import type { TaskDoc } from './repository.js';
 
-export const TASK_PRIORITIES = ['none', 'low', 'medium', 'high', 'urgent'] as const;
-export const TASK_TYPES = ['to_do', 'call', 'email', 'meeting', 'follow_up'] as const;
-
 /** One entity schema; its keys are exactly the spec's Task table, in that order (DECISIONS.md section 8). */
+const MAX_MINUTES = 525_600; // one year
+const minutes = z.number().int().min(0).max(MAX_MINUTES).meta({ example: 30 });
+
 export const taskSchema = z
   .object({
     task_id: z.string(),
@@ -17,8 +18,8 @@ export const taskSchema = z
     priority: z.enum(TASK_PRIORITIES),
     task_type: z.enum(TASK_TYPES),
     item_id: z.string().nullable().describe('Linked item, null when none'),
-    duration_minutes: z.number().int().nullable(),
-    reminder_minutes: z.number().int().nullable(),
+    duration_minutes: minutes.nullable().meta({ example: 30 }),
+    reminder_minutes: minutes.nullable().meta({ example: 15 }),
     notes: z.string().nullable().describe('null when empty'),
     is_completed: z.boolean(),
     created_by: z.string().describe('user who created the API key used'),
@@ -29,18 +30,27 @@ export const taskSchema = z
   .meta({
     id: 'Task',
     example: {
-      task_id: 'tsk_6740b7a1c2d3e4f5a6b7c8d9', title: 'Call Acme about renewal', due_at: '2026-11-22T09:30:00.000Z',
-      assigned_to: 'usr_6740b7a1c2d3e4f5a6b7c8d0', description: null, priority: 'high', task_type: 'call',
-      item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d1', duration_minutes: 30, reminder_minutes: 15, notes: null, is_completed: false,
-      created_by: 'usr_6740b7a1c2d3e4f5a6b7c8d0', completed_at: null,
-      created_at: '2026-11-20T08:00:00.000Z', updated_at: '2026-11-20T08:00:00.000Z',
+      task_id: 'tsk_6740b7a1c2d3e4f5a6b7c8d9',
+      title: 'Call Acme about renewal',
+      due_at: '2026-11-22T09:30:00.000Z',
+      assigned_to: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
+      description: null,
+      priority: 'high',
+      task_type: 'call',
+      item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d1',
+      duration_minutes: 30,
+      reminder_minutes: 15,
+      notes: null,
+      is_completed: false,
+      created_by: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
+      completed_at: null,
+      created_at: '2026-11-20T08:00:00.000Z',
+      updated_at: '2026-11-20T08:00:00.000Z',
     },
   });
 
 export type TaskResponse = z.infer<typeof taskSchema>;
 
-const MAX_MINUTES = 525_600; // one year
-const minutes = z.number().int().min(0).max(MAX_MINUTES);
 const reference = z.string().min(1).max(100);
 const longText = z.string().max(10_000);
 const notes = longText.nullable().describe('an empty string is stored as null');
@@ -63,7 +73,14 @@ export const createTaskBody = z
     notes: notes.optional(),
     is_completed: z.boolean().optional().describe('default false; true sets completed_at'),
   })
-  .meta({ example: { title: 'Call Acme about renewal', due_at: '2026-11-22T10:30:00+01:00', priority: 'high', task_type: 'call' } });
+  .meta({
+    example: {
+      title: 'Call Acme about renewal',
+      due_at: '2026-11-22T10:30:00+01:00',
+      priority: 'high',
+      task_type: 'call',
+    },
+  });
 
 /** Any writable field; null clears an optional one. */
 export const updateTaskBody = z

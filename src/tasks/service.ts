@@ -1,14 +1,27 @@
-import type { AuthContext } from '../auth/authenticator.js';
 import { buildEvent, diffResources, type EventEnvelope } from '../events/envelope.js';
 import { outboxOnInsert } from '../events/outbox.js';
-import type { EventPublisher } from '../events/publisher.js';
-import type { ItemsRepository } from '../items/repository.js';
-import { NotFoundError, UnavailableError, ValidationError, type FieldProblem } from '../shared/errors.js';
+import {
+  NotFoundError,
+  PreconditionFailedError,
+  UnavailableError,
+  ValidationError,
+  type FieldProblem,
+} from '../shared/errors.js';
+import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
 import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
+import {
+  toTaskResponse,
+  type CreateTaskBody,
+  type ListTasksQuery,
+  type TaskResponse,
+  type UpdateTaskBody,
+} from './schemas.js';
+import type { AuthContext } from '../auth/authenticator.js';
+import type { EventPublisher } from '../events/publisher.js';
+import type { ItemsRepository } from '../items/repository.js';
 import type { UsersRepository } from '../users/repository.js';
 import type { TaskChanges, TaskDoc, TasksRepository } from './repository.js';
-import { toTaskResponse, type CreateTaskBody, type ListTasksQuery, type TaskResponse, type UpdateTaskBody } from './schemas.js';
 
 // Each lost race means another writer won, so this bounds waiting under heavy contention on one task.
 const UPDATE_RETRIES = 25;
@@ -34,6 +47,9 @@ export interface TaskWriteOptions {
   taskId?: string;
 }
 
+/** A task's ETag: a digest of its API shape, so it changes exactly when something visible changes. */
+export const taskEtag = (task: TaskResponse) => representationEtag(task);
+
 /** "null when empty" (spec): an empty or blank note is stored as null, on create and update alike. */
 function normaliseNotes(notes: string | null): string | null {
   return notes === null || notes.trim() === '' ? null : notes;
@@ -53,7 +69,10 @@ function changesFrom(current: TaskDoc, body: UpdateTaskBody, now: Date): TaskCha
   // re-arms it, one it already fired for (D → E → D) does not; reopening alone does not either.
   const due = changes.due_at;
   if (due && due.getTime() !== current.due_at.getTime()) {
-    const firedFor = [...(current.overdue_fired_dues ?? []), ...(current.overdue_fired_for ? [current.overdue_fired_for] : [])];
+    const firedFor = [
+      ...(current.overdue_fired_dues ?? []),
+      ...(current.overdue_fired_for ? [current.overdue_fired_for] : []),
+    ];
     changes.overdue_fired_for = firedFor.some((fired) => fired.getTime() === due.getTime()) ? due : null;
   }
   return changes;
@@ -63,7 +82,10 @@ export class TasksService {
   constructor(private readonly deps: TasksServiceDeps) {}
 
   /** assigned_to and item_id must resolve in the caller's company; every problem is reported at once. */
-  async referenceProblems(companyId: string, refs: { assigned_to?: string; item_id?: string | null }): Promise<FieldProblem[]> {
+  async referenceProblems(
+    companyId: string,
+    refs: { assigned_to?: string; item_id?: string | null },
+  ): Promise<FieldProblem[]> {
     const [user, item] = await Promise.all([
       refs.assigned_to === undefined ? undefined : this.deps.users.findById(companyId, refs.assigned_to),
       refs.item_id ? this.deps.items.findById(companyId, refs.item_id) : undefined,
@@ -77,7 +99,9 @@ export class TasksService {
   async create(actor: TaskActor, body: CreateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
     const assignedTo = body.assigned_to ?? actor.userId;
     // The key's creator was checked when the key was made (users are never deleted): no lookup for the default.
-    ValidationError.throwIfAny(await this.referenceProblems(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id }));
+    ValidationError.throwIfAny(
+      await this.referenceProblems(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id }),
+    );
     const now = new Date();
     const isCompleted = body.is_completed ?? false;
     const doc: TaskDoc = {
@@ -120,8 +144,15 @@ export class TasksService {
    * Partial update as a compare-and-set on the revision it read, retried on a lost race, so the
    * completion transition and its events are never computed from a stale read. A no-op writes nothing.
    */
-  async update(actor: TaskActor, taskId: string, body: UpdateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
-    ValidationError.throwIfAny(await this.referenceProblems(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id }));
+  async update(
+    actor: TaskActor,
+    taskId: string,
+    body: UpdateTaskBody,
+    options: TaskWriteOptions = {},
+  ): Promise<TaskResponse> {
+    ValidationError.throwIfAny(
+      await this.referenceProblems(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id }),
+    );
     for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
       const current = await this.deps.tasks.findById(actor.companyId, taskId);
       if (!current) throw new NotFoundError('Task');
@@ -134,11 +165,39 @@ export class TasksService {
 
       const eventOptions = { changes, occurredAt: now, depth: options.depth };
       const events: EventEnvelope[] = [buildEvent('task.updated', actor.companyId, after, eventOptions)];
-      if (!current.is_completed && after.is_completed) events.push(buildEvent('task.completed', actor.companyId, after, eventOptions));
-      const saved = await this.deps.tasks.updateIfRevision(actor.companyId, taskId, current.revision, next, now, events);
+      if (!current.is_completed && after.is_completed)
+        events.push(buildEvent('task.completed', actor.companyId, after, eventOptions));
+      const saved = await this.deps.tasks.updateIfRevision(
+        actor.companyId,
+        taskId,
+        current.revision,
+        next,
+        now,
+        events,
+      );
       if (saved) {
         this.deps.publisher.publishRecorded('tasks', taskId, events);
         return toTaskResponse(saved);
+      }
+    }
+    throw new UnavailableError('The task is being changed by many writers at once; retry shortly');
+  }
+
+  /**
+   * Archives the task (DECISIONS.md section 12.3): reads 404 afterwards and task.deleted carries the
+   * task as it was. `If-Match` is compared with the task's ETag (see taskEtag).
+   */
+  async delete(actor: TaskActor, taskId: string, ifMatch?: string): Promise<void> {
+    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+      const current = await this.deps.tasks.findById(actor.companyId, taskId);
+      if (!current) throw new NotFoundError('Task');
+      const before = toTaskResponse(current);
+      if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, taskEtag(before))) throw new PreconditionFailedError();
+      const now = new Date();
+      const events = [buildEvent('task.deleted', actor.companyId, before, { occurredAt: now })];
+      if (await this.deps.tasks.archive(actor.companyId, current, now, events)) {
+        this.deps.publisher.publishRecorded('tasks', taskId, events);
+        return;
       }
     }
     throw new UnavailableError('The task is being changed by many writers at once; retry shortly');
@@ -158,7 +217,12 @@ export class TasksService {
       limit + 1,
       cursor,
     );
-    const page = pageOf(rows, limit, (row) => row[sort.field as 'due_at' | 'created_at'], (value, id) => codec.encode({ scope, value, id }));
+    const page = pageOf(
+      rows,
+      limit,
+      (row) => row[sort.field as 'due_at' | 'created_at'],
+      (value, id) => codec.encode({ scope, value, id }),
+    );
     return { tasks: page.rows.map(toTaskResponse), nextCursor: page.nextCursor };
   }
 }

@@ -1,7 +1,7 @@
-import type { Collection, Db } from 'mongodb';
-import { isDuplicateKeyError } from '../shared/mongo.js';
 import { ValidationError } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
+import { isDuplicateKeyError } from '../shared/mongo.js';
+import type { Collection, Db } from 'mongodb';
 
 export interface UserDoc {
   _id: string;

@@ -1,9 +1,7 @@
 import { z } from 'zod';
 import type { UserDoc } from './repository.js';
 
-export const userSchema = z
-  .object({ user_id: z.string(), name: z.string(), email: z.string() })
-  .meta({ id: 'User' });
+export const userSchema = z.object({ user_id: z.string(), name: z.string(), email: z.string() }).meta({ id: 'User' });
 
 export const createUserBody = z.strictObject({
   name: z.string().trim().min(1).max(200),

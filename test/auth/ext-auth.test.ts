@@ -1,9 +1,11 @@
+import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { waitFor } from '../helpers/wait.js';
+import { loadConfig } from '../../src/config.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
 import { admin, createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let t: TestApp;
 let tenant: Tenant;
@@ -35,7 +37,9 @@ describe.each(EXT_ROUTES)('$method $scope route', (route) => {
   });
 
   it('refuses an expired key with 401', async () => {
-    const key = await createKey(t.app, tenant.companyId, tenant.userId, undefined, { expires_at: new Date(Date.now() - 1000).toISOString() });
+    const key = await createKey(t.app, tenant.companyId, tenant.userId, undefined, {
+      expires_at: new Date(Date.now() - 1000).toISOString(),
+    });
     expectProblem(await call(key.key), 401, 'unauthorized');
   });
 
@@ -45,7 +49,12 @@ describe.each(EXT_ROUTES)('$method $scope route', (route) => {
   });
 
   it(`answers 403 with required_scope for a key without ${route.scope}`, async () => {
-    const key = await createKey(t.app, tenant.companyId, tenant.userId, ALL_SCOPES.filter((scope) => scope !== route.scope));
+    const key = await createKey(
+      t.app,
+      tenant.companyId,
+      tenant.userId,
+      ALL_SCOPES.filter((scope) => scope !== route.scope),
+    );
     const body = expectProblem(await call(key.key), 403, 'insufficient_scope');
     expect(body.required_scope).toBe(route.scope);
   });
@@ -88,7 +97,13 @@ describe('API keys', () => {
 
   it('keep working after a rename', async () => {
     const key = await createKey(t.app, tenant.companyId, tenant.userId);
-    const renamed = await admin(t.app, 'PATCH', `/companies/${tenant.companyId}/api-keys/${key.key_id}`, { name: 'renamed' }, 200);
+    const renamed = await admin(
+      t.app,
+      'PATCH',
+      `/companies/${tenant.companyId}/api-keys/${key.key_id}`,
+      { name: 'renamed' },
+      200,
+    );
     expect(renamed.json().name).toBe('renamed');
     expect((await ext(t.app, key.key, 'GET', '/pipelines')).statusCode).toBe(200);
   });
@@ -156,26 +171,132 @@ describe('API keys', () => {
 });
 
 describe('failed authentication throttling', () => {
-  it('answers 429 to an address that keeps guessing keys (any prk_ value), while missing and junk keys do not count and valid keys pass', async () => {
-    const app = await buildApp({ config: { ...t.config, QUEUE_PREFIX: `${t.config.QUEUE_PREFIX}-guess` }, db: t.db, redis: t.redis });
+  /** An app of its own (its own throttle window) on the shared database and Redis. */
+  const throttleApp = (suffix: string, overrides: Partial<typeof t.config> = {}, db = t.db) =>
+    buildApp({
+      config: { ...t.config, QUEUE_PREFIX: `${t.config.QUEUE_PREFIX}-${suffix}`, ...overrides },
+      db,
+      redis: t.redis,
+    });
+  const guess = (i: number) => (i % 2 === 0 ? `prk_${String(i).padStart(43, 'x')}` : `prk_wrong${i}`);
+
+  it('answers 429 to an address that keeps guessing keys (any prk_ value), to every request, while missing and junk keys do not count', async () => {
+    const app = await throttleApp('guess');
     try {
       for (let i = 0; i < 30; i++) expect((await ext(app, undefined, 'GET', '/pipelines')).statusCode).toBe(401);
-      const statuses: number[] = [];
       for (let i = 0; i < 30; i++) expect((await ext(app, `malformed-${i}`, 'GET', '/pipelines')).statusCode).toBe(401);
+      const statuses: number[] = [];
       // Well-formed guesses and short ones claiming the prefix both count.
-      for (let i = 0; i < 25; i++) {
-        const guess = i % 2 === 0 ? `prk_${String(i).padStart(43, 'x')}` : `prk_wrong${i}`;
-        statuses.push((await ext(app, guess, 'GET', '/pipelines')).statusCode);
-      }
+      for (let i = 0; i < 25; i++) statuses.push((await ext(app, guess(i), 'GET', '/pipelines')).statusCode);
       expect(statuses.slice(0, 20).every((status) => status === 401)).toBe(true);
       expect(statuses.slice(20).every((status) => status === 429)).toBe(true);
       const blocked = await ext(app, `prk_${'y'.repeat(43)}`, 'GET', '/pipelines');
       expectProblem(blocked, 429, 'rate_limited');
       expect(Number(blocked.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-      expect((await ext(app, tenant.key, 'GET', '/pipelines')).statusCode).toBe(200);
-      expectProblem(await ext(app, undefined, 'GET', '/pipelines'), 401, 'unauthorized');
+      // Over the limit, a correct key does not tell the guesser it was right (DECISIONS.md section 12.4).
+      expectProblem(await ext(app, tenant.key, 'GET', '/pipelines'), 429, 'rate_limited');
+      expectProblem(await ext(app, undefined, 'GET', '/pipelines'), 429, 'rate_limited');
+      // Another address is not affected.
+      const elsewhere = await app.inject({
+        method: 'GET',
+        url: '/v1/ext/pipelines',
+        headers: { 'x-api-key': tenant.key },
+        remoteAddress: '198.51.100.20',
+      });
+      expect(elsewhere.statusCode).toBe(200);
     } finally {
       await app.close();
     }
+  });
+
+  it('a blocked address costs no database lookup, even with a correct key', async () => {
+    const client = new MongoClient(t.config.MONGO_URL!, { monitorCommands: true });
+    let keyLookups = 0;
+    client.on('commandStarted', (event) => {
+      if (event.commandName === 'find' && event.command.find === 'api_keys') keyLookups++;
+    });
+    const app = await throttleApp('lookups', {}, client.db(t.config.MONGO_DB));
+    try {
+      for (let i = 0; i < 21; i++) await ext(app, `prk_${String(i).padStart(43, 'q')}`, 'GET', '/pipelines');
+      expect(keyLookups).toBe(21);
+      for (let i = 0; i < 10; i++) {
+        expectProblem(await ext(app, `prk_${String(i).padStart(43, 'r')}`, 'GET', '/pipelines'), 429, 'rate_limited');
+      }
+      expectProblem(await ext(app, tenant.key, 'GET', '/pipelines'), 429, 'rate_limited');
+      expect(keyLookups).toBe(21);
+    } finally {
+      await app.close();
+      await client.close();
+    }
+  });
+
+  it('another web process refuses a blocked address too, told over the change feed', async () => {
+    const first = await throttleApp('processes');
+    const second = await throttleApp('processes');
+    try {
+      expect(await waitFor(() => first.services.changes.access.live && second.services.changes.access.live)).toBe(true);
+      expect((await ext(second, tenant.key, 'GET', '/pipelines')).statusCode).toBe(200);
+      for (let i = 0; i < 21; i++) await ext(first, guess(i), 'GET', '/pipelines');
+      expectProblem(await ext(first, tenant.key, 'GET', '/pipelines'), 429, 'rate_limited');
+      const refused = await waitFor(
+        async () => (await ext(second, tenant.key, 'GET', '/pipelines')).statusCode === 429,
+        5_000,
+      );
+      expect(refused).toBe(true);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+
+  describe('behind proxies (TRUST_PROXY)', () => {
+    /** A request through the proxies: the socket peer is the nearest proxy, X-Forwarded-For as it arrives. */
+    const viaProxy = (app: Awaited<ReturnType<typeof throttleApp>>, key: string, forwardedFor: string) =>
+      app.inject({
+        method: 'GET',
+        url: '/v1/ext/pipelines',
+        headers: { 'x-api-key': key, 'x-forwarded-for': forwardedFor },
+        remoteAddress: '10.0.0.2',
+      });
+
+    it.each([
+      ['1 hop', { TRUST_PROXY: 1 }, (client: string, spoofed: string) => `${spoofed}, ${client}`],
+      [
+        'true (kept as 1 hop)',
+        { TRUST_PROXY: loadConfig({ TRUST_PROXY: 'true' }).TRUST_PROXY },
+        (client: string, spoofed: string) => `${spoofed}, ${client}`,
+      ],
+      ['2 hops', { TRUST_PROXY: 2 }, (client: string, spoofed: string) => `${spoofed}, ${client}, 10.0.0.1`],
+      [
+        'the proxies by address',
+        { TRUST_PROXY: ['10.0.0.0/8'] },
+        (client: string, spoofed: string) => `${spoofed}, ${client}, 10.0.0.1`,
+      ],
+    ] as const)(
+      '%s: a rotating leftmost X-Forwarded-For does not bypass the throttle',
+      async (name, overrides, chain) => {
+        const app = await throttleApp(`proxy-${name.replace(/\W/g, '')}`, overrides as never);
+        try {
+          const client = '203.0.113.7';
+          for (let i = 0; i < 25; i++) await viaProxy(app, guess(i), chain(client, `192.0.2.${i}`));
+          const blocked = await viaProxy(app, tenant.key, chain(client, '192.0.2.200'));
+          expectProblem(blocked, 429, 'rate_limited');
+          // Another client behind the same proxies is not blocked.
+          expect((await viaProxy(app, tenant.key, chain('203.0.113.8', '203.0.113.7'))).statusCode).toBe(200);
+        } finally {
+          await app.close();
+        }
+      },
+    );
+
+    it('TRUST_PROXY is read as hops, true (1 hop), false, or a list of proxy addresses', () => {
+      const parse = (value: string) => loadConfig({ TRUST_PROXY: value }).TRUST_PROXY;
+      expect(parse('false')).toBe(false);
+      expect(parse('0')).toBe(false);
+      expect(parse('true')).toBe(1);
+      expect(parse('2')).toBe(2);
+      expect(parse('10.0.0.0/8, 192.168.1.10,::1')).toEqual(['10.0.0.0/8', '192.168.1.10', '::1']);
+      expect(() => parse('yes')).toThrow(/^Invalid configuration: TRUST_PROXY: expected a number of proxy hops/);
+    });
   });
 });

@@ -2,13 +2,13 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processAutomationEvent } from '../../src/automations/processor.js';
 import { AutomationsRepository } from '../../src/automations/repository.js';
-import { createDomainServices } from '../../src/services.js';
-import { createRepositories } from '../../src/repositories.js';
 import { relayOnlyPublisher } from '../../src/events/publisher.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import { createRepositories } from '../../src/repositories.js';
+import { createDomainServices } from '../../src/services.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
 
 let t: TestApp;
 let workers: { close(): Promise<void> };
@@ -23,28 +23,76 @@ afterAll(async () => {
 
 const due = '2030-01-01T10:00:00.000Z';
 async function automation(tenant: Tenant, body: Record<string, unknown>) {
-  return (await admin(t.app, 'POST', `/companies/${tenant.companyId}/automations`, { name: 'rule', ...body }, 201)).json();
+  return (
+    await admin(t.app, 'POST', `/companies/${tenant.companyId}/automations`, { name: 'rule', ...body }, 201)
+  ).json();
 }
-const tasksOf = (companyId: string, filter: Record<string, unknown> = {}) => t.db.collection('tasks').find({ company_id: companyId, ...filter }).toArray();
+const tasksOf = (companyId: string, filter: Record<string, unknown> = {}) =>
+  t.db
+    .collection('tasks')
+    .find({ company_id: companyId, ...filter })
+    .toArray();
 
 describe('automation admin API', () => {
   it('validates triggers, actions and references', async () => {
     const tenant = await createTenant(t.app);
     const other = await createTenant(t.app);
     const url = `/companies/${tenant.companyId}/automations`;
-    expectProblem(await admin(t.app, 'POST', url, { name: 'x', trigger: 'item.created', actions: [{ type: 'create_task', title: 'x', due_in_minutes: 1 }] }), 400, 'validation_failed');
-    expectProblem(await admin(t.app, 'POST', url, { name: 'x', trigger: 'task.created', actions: [] }), 400, 'validation_failed');
-    expectProblem(await admin(t.app, 'POST', url, { name: 'x', trigger: 'task.created', actions: [{ type: 'send_fax' }] }), 400, 'validation_failed');
-    const foreign = expectProblem(await admin(t.app, 'POST', url, {
-      name: 'x', trigger: 'task.created',
-      actions: [{ type: 'create_task', title: 'x', due_in_minutes: 1, assigned_to: other.userId }, { type: 'update_item', stage_id: other.stageIds[0] }],
-    }), 400, 'validation_failed');
-    expect(foreign.errors.map((error: { path: string }) => error.path)).toEqual(['actions.0.assigned_to', 'actions.1.stage_id']);
-    const created = await automation(tenant, { trigger: 'task.completed', conditions: { priority: 'high' }, actions: [{ type: 'webhook', url: 'https://example.com/hook' }] });
-    expect(created).toMatchObject({ automation_id: expect.any(String), enabled: true, trigger: 'task.completed', conditions: { priority: 'high' } });
+    expectProblem(
+      await admin(t.app, 'POST', url, {
+        name: 'x',
+        trigger: 'item.created',
+        actions: [{ type: 'create_task', title: 'x', due_in_minutes: 1 }],
+      }),
+      400,
+      'validation_failed',
+    );
+    expectProblem(
+      await admin(t.app, 'POST', url, { name: 'x', trigger: 'task.created', actions: [] }),
+      400,
+      'validation_failed',
+    );
+    expectProblem(
+      await admin(t.app, 'POST', url, { name: 'x', trigger: 'task.created', actions: [{ type: 'send_fax' }] }),
+      400,
+      'validation_failed',
+    );
+    const foreign = expectProblem(
+      await admin(t.app, 'POST', url, {
+        name: 'x',
+        trigger: 'task.created',
+        actions: [
+          { type: 'create_task', title: 'x', due_in_minutes: 1, assigned_to: other.userId },
+          { type: 'update_item', stage_id: other.stageIds[0] },
+        ],
+      }),
+      400,
+      'validation_failed',
+    );
+    expect(foreign.errors.map((error: { path: string }) => error.path)).toEqual([
+      'actions.0.assigned_to',
+      'actions.1.stage_id',
+    ]);
+    const created = await automation(tenant, {
+      trigger: 'task.completed',
+      conditions: { priority: 'high' },
+      actions: [{ type: 'webhook', url: 'https://example.com/hook' }],
+    });
+    expect(created).toMatchObject({
+      automation_id: expect.any(String),
+      enabled: true,
+      trigger: 'task.completed',
+      conditions: { priority: 'high' },
+    });
     const patched = (await admin(t.app, 'PATCH', `${url}/${created.automation_id}`, { enabled: false }, 200)).json();
     expect(patched.enabled).toBe(false);
-    expectProblem(await admin(t.app, 'PATCH', `/companies/${other.companyId}/automations/${created.automation_id}`, { enabled: true }), 404, 'not_found');
+    expectProblem(
+      await admin(t.app, 'PATCH', `/companies/${other.companyId}/automations/${created.automation_id}`, {
+        enabled: true,
+      }),
+      404,
+      'not_found',
+    );
     await admin(t.app, 'DELETE', `${url}/${created.automation_id}`, undefined, 204);
     expect((await admin(t.app, 'GET', url, undefined, 200)).json()).toEqual([]);
   });
@@ -54,12 +102,22 @@ describe('automations on task events', () => {
   it('create_task makes one follow-up on the same item for the same user, and the run is recorded', async () => {
     const tenant = await createTenant(t.app);
     const rule = await automation(tenant, {
-      trigger: 'task.completed', conditions: { task_type: 'call' },
+      trigger: 'task.completed',
+      conditions: { task_type: 'call' },
       actions: [{ type: 'create_task', title: 'Send summary', due_in_minutes: 60, task_type: 'email' }],
     });
     const item = await createItem(t.app, tenant);
-    const task = (await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Call', due_at: due, task_type: 'call', item_id: item.item_id })).json();
-    const other = (await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Mail', due_at: due, task_type: 'email' })).json();
+    const task = (
+      await ext(t.app, tenant.key, 'POST', '/tasks', {
+        title: 'Call',
+        due_at: due,
+        task_type: 'call',
+        item_id: item.item_id,
+      })
+    ).json();
+    const other = (
+      await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Mail', due_at: due, task_type: 'email' })
+    ).json();
     await ext(t.app, tenant.key, 'PATCH', `/tasks/${other.task_id}`, { is_completed: true }); // condition does not match
     await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { is_completed: true });
     const followUps = await waitFor(async () => {
@@ -69,26 +127,61 @@ describe('automations on task events', () => {
     expect(followUps).toHaveLength(1);
     expect(followUps![0]).toMatchObject({ item_id: item.item_id, assigned_to: tenant.userId, task_type: 'email' });
     const runs = await waitFor(async () => {
-      const listed = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`, undefined, 200)).json();
+      const listed = (
+        await admin(
+          t.app,
+          'GET',
+          `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`,
+          undefined,
+          200,
+        )
+      ).json();
       return listed.length === 1 && listed[0].status === 'succeeded' ? listed : undefined;
     });
-    expect(runs![0]).toMatchObject({ automation_id: rule.automation_id, event_type: 'task.completed', status: 'succeeded', error: null, depth: 0 });
+    expect(runs![0]).toMatchObject({
+      automation_id: rule.automation_id,
+      event_type: 'task.completed',
+      status: 'succeeded',
+      error: null,
+      depth: 0,
+    });
   });
 
   it('a retried job creates the follow-up only once', async () => {
     const tenant = await createTenant(t.app);
-    const rule = await automation(tenant, { trigger: 'task.updated', actions: [{ type: 'create_task', title: 'Once only', due_in_minutes: 5 }] });
+    const rule = await automation(tenant, {
+      trigger: 'task.updated',
+      actions: [{ type: 'create_task', title: 'Once only', due_in_minutes: 5 }],
+    });
     const repos = createRepositories(t.db);
     const services = createDomainServices(t.db, repos, relayOnlyPublisher);
     const event: EventEnvelope = {
-      event_id: 'evt_retry_test_000000000001', type: 'task.updated', company_id: tenant.companyId, occurred_at: new Date().toISOString(),
-      data: { task_id: 'tsk_x', assigned_to: tenant.userId, created_by: tenant.userId, item_id: null, task_type: 'to_do', priority: 'none' },
+      event_id: 'evt_retry_test_000000000001',
+      type: 'task.updated',
+      company_id: tenant.companyId,
+      occurred_at: new Date().toISOString(),
+      data: {
+        task_id: 'tsk_x',
+        assigned_to: tenant.userId,
+        created_by: tenant.userId,
+        item_id: null,
+        task_type: 'to_do',
+        priority: 'none',
+      },
     };
-    const deps = { automations: new AutomationsRepository(t.db), tasks: services.tasks, items: services.items, enqueueDelivery: async () => {}, logger: pino({ level: 'silent' }) };
+    const deps = {
+      automations: new AutomationsRepository(t.db),
+      tasks: services.tasks,
+      items: services.items,
+      enqueueDelivery: async () => {},
+      logger: pino({ level: 'silent' }),
+    };
     expect(await processAutomationEvent(event, deps)).toBe(1);
     expect(await processAutomationEvent(event, deps)).toBe(0); // the redelivered job finds the run done
     // A crash after the action but before the run was marked done: the action itself is idempotent.
-    await t.db.collection('automation_runs').updateOne({ _id: `${rule.automation_id}:${event.event_id}` as never }, { $set: { status: 'running' } });
+    await t.db
+      .collection('automation_runs')
+      .updateOne({ _id: `${rule.automation_id}:${event.event_id}` as never }, { $set: { status: 'running' } });
     expect(await processAutomationEvent(event, deps)).toBe(1);
     expect(await tasksOf(tenant.companyId, { title: 'Once only' })).toHaveLength(1);
     const runs = await t.db.collection('automation_runs').find({ automation_id: rule.automation_id }).toArray();
@@ -98,9 +191,14 @@ describe('automations on task events', () => {
 
   it('update_item moves the linked item and bumps its version', async () => {
     const tenant = await createTenant(t.app);
-    await automation(tenant, { trigger: 'task.completed', actions: [{ type: 'update_item', stage_id: tenant.stageIds[2], status_id: tenant.statusIds[1] }] });
+    await automation(tenant, {
+      trigger: 'task.completed',
+      actions: [{ type: 'update_item', stage_id: tenant.stageIds[2], status_id: tenant.statusIds[1] }],
+    });
     const item = await createItem(t.app, tenant);
-    const task = (await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Close', due_at: due, item_id: item.item_id })).json();
+    const task = (
+      await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Close', due_at: due, item_id: item.item_id })
+    ).json();
     await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { is_completed: true });
     const moved = await waitFor(async () => {
       const current = (await ext(t.app, tenant.key, 'GET', `/items/${item.item_id}`)).json();
@@ -111,12 +209,23 @@ describe('automations on task events', () => {
 
   it('a chain of automations stops at depth 3', async () => {
     const tenant = await createTenant(t.app);
-    const rule = await automation(tenant, { trigger: 'task.created', actions: [{ type: 'create_task', title: 'Next', due_in_minutes: 1 }] });
+    const rule = await automation(tenant, {
+      trigger: 'task.created',
+      actions: [{ type: 'create_task', title: 'Next', due_in_minutes: 1 }],
+    });
     await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Origin', due_at: due });
     await waitFor(async () => (await tasksOf(tenant.companyId)).length >= 4, 10_000);
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // room for a (wrong) fifth
     expect(await tasksOf(tenant.companyId)).toHaveLength(4);
-    const runs = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`, undefined, 200)).json();
+    const runs = (
+      await admin(
+        t.app,
+        'GET',
+        `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`,
+        undefined,
+        200,
+      )
+    ).json();
     expect(runs.map((run: { depth: number }) => run.depth).sort()).toEqual([0, 1, 2]);
   });
 });

@@ -1,12 +1,12 @@
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventEnvelope } from '../../src/events/envelope.js';
 import { buildEvent } from '../../src/events/envelope.js';
 import { clearPublished } from '../../src/events/outbox.js';
-import { createEventProducer, publishEvents } from '../../src/shared/queues.js';
+import { createEventProducer, EVENT_QUEUES, publishEvents } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
 
 let t: TestApp;
 let tenant: Tenant;
@@ -41,7 +41,9 @@ async function settle(collection: string, id: string) {
 
 describe('events of task and item changes', () => {
   it('each trigger fires exactly its events with correct changes; a no-op PATCH fires nothing', async () => {
-    const created = (await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Call', due_at: '2030-01-01T10:00:00Z' })).json();
+    const created = (
+      await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Call', due_at: '2030-01-01T10:00:00Z' })
+    ).json();
     const id = created.task_id;
     await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { title: 'Call back' });
     await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { title: 'Call back' }); // no-op
@@ -51,7 +53,12 @@ describe('events of task and item changes', () => {
       const found = await queuedEvents(automationsQueue, id);
       return found.length >= 4 ? found : undefined;
     });
-    expect(events?.map((event) => event.type)).toEqual(['task.created', 'task.updated', 'task.updated', 'task.completed']);
+    expect(events?.map((event) => event.type)).toEqual([
+      'task.created',
+      'task.updated',
+      'task.updated',
+      'task.completed',
+    ]);
     const [createdEvent, renamed, completion, completedEvent] = events!;
     expect(createdEvent).toMatchObject({ company_id: tenant.companyId, data: created });
     expect(createdEvent.changes).toBeUndefined();
@@ -62,7 +69,9 @@ describe('events of task and item changes', () => {
     });
     expect(completedEvent.data).toEqual(completed);
     expect(new Set(events!.map((event) => event.event_id)).size).toBe(4);
-    expect((await queuedEvents(fanoutQueue, id)).map((event) => event.event_id)).toEqual(events!.map((event) => event.event_id));
+    expect((await queuedEvents(fanoutQueue, id)).map((event) => event.event_id)).toEqual(
+      events!.map((event) => event.event_id),
+    );
     const stored = await t.db.collection('tasks').findOne({ _id: id });
     expect(stored?.pending_events ?? []).toEqual([]);
   });
@@ -85,12 +94,21 @@ describe('the relay', () => {
     const quiet = await buildTestApp({}, {}); // no fast path: everything waits for the relay
     const own = await createTenant(quiet.app);
     const ids: string[] = [];
-    for (let i = 0; i < 5; i++) ids.push((await ext(quiet.app, own.key, 'POST', '/tasks', { title: `t${i}`, due_at: '2030-01-01T10:00:00Z' })).json().task_id);
+    for (let i = 0; i < 5; i++)
+      ids.push(
+        (await ext(quiet.app, own.key, 'POST', '/tasks', { title: `t${i}`, due_at: '2030-01-01T10:00:00Z' })).json()
+          .task_id,
+      );
     expect(await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(5);
-    const queue = new Queue<EventEnvelope>('automations', { connection: quiet.redis, prefix: quiet.config.QUEUE_PREFIX });
+    const queue = new Queue<EventEnvelope>('automations', {
+      connection: quiet.redis,
+      prefix: quiet.config.QUEUE_PREFIX,
+    });
     const relay = await startTestWorkers(quiet.config, quiet.db, ['relay']);
     try {
+      // The outbox clears once the events are recorded; the queue may get them a moment later.
       await waitFor(async () => (await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })) === 0);
+      await waitFor(async () => (await queue.getWaitingCount()) >= 5);
       const jobs = await queue.getJobs(['waiting']);
       expect(jobs.map((job) => job.data.data.task_id).sort()).toEqual([...ids].sort());
       expect(jobs.every((job) => job.id === job.data.event_id)).toBe(true);
@@ -105,25 +123,46 @@ describe('the relay', () => {
     const tasks = t.db.collection('tasks');
     const event = (id: string) => ({ event_id: id, type: 'task.updated' });
     await tasks.insertMany([
-      { _id: 'clear-exact' as never, pending_events: [event('e1'), event('e2')], outbox_pending: true },
-      { _id: 'clear-newer' as never, pending_events: [event('e3'), event('e4')], outbox_pending: true },
+      {
+        _id: 'clear-exact' as never,
+        company_id: 'c1',
+        pending_events: [event('e1'), event('e2')],
+        outbox_pending: true,
+      },
+      {
+        _id: 'clear-newer' as never,
+        company_id: 'c1',
+        pending_events: [event('e3'), event('e4')],
+        outbox_pending: true,
+        outbox_bytes: 20,
+      },
     ]);
     await clearPublished(tasks, [
-      { documentId: 'clear-exact', eventIds: ['e1', 'e2'] },
-      { documentId: 'clear-newer', eventIds: ['e3'] }, // e4 was recorded after the publisher read the document
+      { documentId: 'clear-exact', companyId: 'c1', eventIds: ['e1', 'e2'], bytes: 20 },
+      { documentId: 'clear-newer', companyId: 'c1', eventIds: ['e3'], bytes: 10 }, // e4 was recorded after the publisher read the document
     ]);
     const exact = await tasks.findOne({ _id: 'clear-exact' as never });
-    expect(exact).toEqual({ _id: 'clear-exact' });
+    expect(exact).toEqual({ _id: 'clear-exact', company_id: 'c1' });
     const newer = await tasks.findOne({ _id: 'clear-newer' as never });
-    expect(newer).toEqual({ _id: 'clear-newer', pending_events: [event('e4')], outbox_pending: true });
+    expect(newer).toEqual({
+      _id: 'clear-newer',
+      company_id: 'c1',
+      pending_events: [event('e4')],
+      outbox_pending: true,
+      outbox_bytes: 10,
+    });
   });
 
   it('publishing the same events again adds nothing: one job per event and queue, with the event id as job id', async () => {
     const producer = createEventProducer({ connection: t.redis, prefix: t.config.QUEUE_PREFIX });
     try {
-      const events = [buildEvent('task.created', tenant.companyId, { task_id: 'tsk_republished' }), buildEvent('task.completed', tenant.companyId, { task_id: 'tsk_republished' })];
-      await publishEvents(producer, events);
-      await publishEvents(producer, events);
+      const events = [
+        buildEvent('task.created', tenant.companyId, { task_id: 'tsk_republished' }),
+        buildEvent('task.completed', tenant.companyId, { task_id: 'tsk_republished' }),
+      ];
+      const all = events.map((event) => ({ event, consumers: EVENT_QUEUES }));
+      await publishEvents(producer, all);
+      await publishEvents(producer, all, { republished: true });
       for (const queue of [automationsQueue, fanoutQueue]) {
         const queued = (await queue.getJobs(['waiting'])).filter((job) => job.data.data.task_id === 'tsk_republished');
         expect(queued.map((job) => job.id).sort()).toEqual(events.map((event) => event.event_id).sort());
@@ -134,4 +173,3 @@ describe('the relay', () => {
     }
   });
 });
-

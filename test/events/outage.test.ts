@@ -13,10 +13,20 @@ const due = '2030-01-01T10:00:00.000Z';
 
 /** An automation that gives each `call` task one `email` follow-up (the follow-ups do not trigger it again). */
 async function followUpRule(app: Parameters<typeof admin>[0], tenant: Tenant) {
-  return (await admin(app, 'POST', `/companies/${tenant.companyId}/automations`, {
-    name: 'follow up', trigger: 'task.created', conditions: { task_type: 'call' },
-    actions: [{ type: 'create_task', title: 'Follow up', due_in_minutes: 30, task_type: 'email' }],
-  }, 201)).json();
+  return (
+    await admin(
+      app,
+      'POST',
+      `/companies/${tenant.companyId}/automations`,
+      {
+        name: 'follow up',
+        trigger: 'task.created',
+        conditions: { task_type: 'call' },
+        actions: [{ type: 'create_task', title: 'Follow up', due_in_minutes: 30, task_type: 'email' }],
+      },
+      201,
+    )
+  ).json();
 }
 
 describe('Redis outage while tasks are created', () => {
@@ -25,7 +35,11 @@ describe('Redis outage while tasks are created', () => {
     const env = await createTestEnv({ REDIS_URL: redisServer.url, RATE_LIMIT_MAX: '1000' });
     const redis = createRequestPathRedis(redisServer.url);
     redis.on('error', () => {});
-    const publisher = new QueueEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, pino({ level: 'silent' }));
+    const publisher = new QueueEventPublisher(
+      env.db,
+      { connection: redis, prefix: env.config.QUEUE_PREFIX },
+      pino({ level: 'silent' }),
+    );
     const app = await buildApp({ config: env.config, db: env.db, redis, publisher, logger: pino({ level: 'silent' }) });
     const workers = await startTestWorkers(env.config, env.db, ['relay', 'automations']);
     try {
@@ -34,13 +48,22 @@ describe('Redis outage while tasks are created', () => {
 
       await redisServer.stop();
       const responses = await Promise.all(
-        Array.from({ length: 50 }, (_, i) => ext(app, tenant.key, 'POST', '/tasks', { title: `call ${i}`, due_at: due, task_type: 'call' })),
+        Array.from({ length: 50 }, (_, i) =>
+          ext(app, tenant.key, 'POST', '/tasks', { title: `call ${i}`, due_at: due, task_type: 'call' }),
+        ),
       );
       expect(responses.map((response) => response.statusCode)).toEqual(Array(50).fill(201));
-      expect(await env.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(50);
+      // MongoDB is the events' home: they leave the outbox for `events` while Redis is away.
+      const unqueued = () => env.db.collection('events').countDocuments({ type: 'task.created', unqueued: true });
+      expect(await waitFor(async () => (await unqueued()) === 50, 10_000)).toBe(true);
+      expect(await env.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(0);
 
       await redisServer.start();
-      const followUps = await waitFor(async () => (await env.db.collection('tasks').countDocuments({ title: 'Follow up' })) >= 50, 30_000, 200);
+      const followUps = await waitFor(
+        async () => (await env.db.collection('tasks').countDocuments({ title: 'Follow up' })) >= 50,
+        30_000,
+        200,
+      );
       expect(followUps).toBe(true);
       await new Promise((resolve) => setTimeout(resolve, 1_000)); // room for a (wrong) duplicate
       expect(await env.db.collection('tasks').countDocuments({ title: 'Follow up' })).toBe(50);
@@ -49,6 +72,7 @@ describe('Redis outage while tasks are created', () => {
       expect(runs.every((run) => run.status === 'succeeded')).toBe(true);
       expect(new Set(runs.map((run) => run.event_id)).size).toBe(50);
       expect(await env.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(0);
+      expect(await unqueued()).toBe(0);
     } finally {
       await workers.close();
       await app.close();
@@ -72,7 +96,11 @@ describe('a worker killed mid-processing', () => {
     await followUpRule(t.app, tenant);
     const total = 300;
     for (let batch = 0; batch < total / 50; batch++) {
-      await Promise.all(Array.from({ length: 50 }, (_, i) => ext(t.app, tenant.key, 'POST', '/tasks', { title: `call ${batch}-${i}`, due_at: due, task_type: 'call' })));
+      await Promise.all(
+        Array.from({ length: 50 }, (_, i) =>
+          ext(t.app, tenant.key, 'POST', '/tasks', { title: `call ${batch}-${i}`, due_at: due, task_type: 'call' }),
+        ),
+      );
     }
     const count = () => t.db.collection('tasks').countDocuments({ company_id: tenant.companyId, title: 'Follow up' });
     const workerEnv = { WORKERS: 'automations', JOB_LOCK_MS: '2000' };

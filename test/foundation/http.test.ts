@@ -1,8 +1,8 @@
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { admin, expectProblem } from '../helpers/fixtures.js';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
+import { admin, expectProblem } from '../helpers/fixtures.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -22,54 +22,85 @@ describe('HTTP conventions', () => {
     expectProblem(await t.app.inject({ method: 'GET', url: `/v1/ext/items/${'x'.repeat(150)}` }), 401, 'unauthorized');
     // The admin API checks its token on every call, unknown paths and over-long ids included.
     expectProblem(await t.app.inject({ method: 'GET', url: '/v1/admin/nothing-here' }), 401, 'unauthorized');
-    expectProblem(await t.app.inject({ method: 'GET', url: `/v1/admin/companies/${'c'.repeat(10_000)}` }), 401, 'unauthorized');
-    expectProblem(await t.app.inject({ method: 'GET', url: '/v1/admin/nothing-here', headers: adminHeaders }), 404, 'not_found');
+    expectProblem(
+      await t.app.inject({ method: 'GET', url: `/v1/admin/companies/${'c'.repeat(10_000)}` }),
+      401,
+      'unauthorized',
+    );
+    expectProblem(
+      await t.app.inject({ method: 'GET', url: '/v1/admin/nothing-here', headers: adminHeaders }),
+      404,
+      'not_found',
+    );
   });
 
   it('reuses a sane incoming x-request-id and replaces an insane one', async () => {
     const reused = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'abc-123' } });
     expect(reused.headers['x-request-id']).toBe('abc-123');
-    const replaced = await t.app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'bad id\twith spaces' } });
+    const replaced = await t.app.inject({
+      method: 'GET',
+      url: '/healthz',
+      headers: { 'x-request-id': 'bad id\twith spaces' },
+    });
     expect(replaced.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it('rejects malformed JSON with 400 invalid_json', async () => {
     const response = await t.app.inject({
-      method: 'POST', url: '/v1/admin/companies', headers: { ...adminHeaders, 'content-type': 'application/json' }, payload: '{"name": ',
+      method: 'POST',
+      url: '/v1/admin/companies',
+      headers: { ...adminHeaders, 'content-type': 'application/json' },
+      payload: '{"name": ',
     });
     expectProblem(response, 400, 'invalid_json');
   });
 
   it('rejects a body that is not JSON with 415', async () => {
     const response = await t.app.inject({
-      method: 'POST', url: '/v1/admin/companies', headers: { ...adminHeaders, 'content-type': 'text/plain' }, payload: 'name=x',
+      method: 'POST',
+      url: '/v1/admin/companies',
+      headers: { ...adminHeaders, 'content-type': 'text/plain' },
+      payload: 'name=x',
     });
     expectProblem(response, 415, 'unsupported_media_type');
   });
 
   it('rejects a body over 1 MiB with 413', async () => {
     const response = await t.app.inject({
-      method: 'POST', url: '/v1/admin/companies', headers: { ...adminHeaders, 'content-type': 'application/json' },
+      method: 'POST',
+      url: '/v1/admin/companies',
+      headers: { ...adminHeaders, 'content-type': 'application/json' },
       payload: JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) }),
     });
     expectProblem(response, 413, 'payload_too_large');
   });
 
   it('treats an empty body with a JSON content type as no body, not as invalid JSON', async () => {
-    const response = await t.app.inject({ method: 'POST', url: '/v1/admin/companies', headers: { ...adminHeaders, 'content-type': 'application/json' } });
+    const response = await t.app.inject({
+      method: 'POST',
+      url: '/v1/admin/companies',
+      headers: { ...adminHeaders, 'content-type': 'application/json' },
+    });
     const body = expectProblem(response, 400, 'validation_failed');
     expect(body.code).not.toBe('invalid_json');
   });
 
   it('accepts the bearer scheme in any case', async () => {
     const response = await t.app.inject({
-      method: 'POST', url: '/v1/admin/companies', headers: { authorization: `bearer ${TEST_ADMIN_TOKEN}` }, payload: { name: 'Case Co' },
+      method: 'POST',
+      url: '/v1/admin/companies',
+      headers: { authorization: `bearer ${TEST_ADMIN_TOKEN}` },
+      payload: { name: 'Case Co' },
     });
     expect(response.statusCode).toBe(201);
   });
 
   it('lists every problem of an invalid body, unknown fields included', async () => {
-    const response = await admin(t.app, 'POST', '/companies', { name: '', colour: 'red', subscription_status: 'maybe' });
+    const response = await admin(t.app, 'POST', '/companies', {
+      name: '',
+      colour: 'red',
+      subscription_status: 'maybe',
+    });
     const body = expectProblem(response, 400, 'validation_failed');
     const paths = body.errors.map((error: { path: string }) => error.path).sort();
     expect(paths).toEqual(['colour', 'name', 'subscription_status']);

@@ -36,7 +36,7 @@ describe('response serialization (zod schemas compiled to fast-json-stringify)',
         expect(() => zodResponseSerializerCompiler({ schema })).not.toThrow();
         const example = exampleOf(schema);
         if (example === undefined) continue;
-        expect(serialize(schema, example), `${route.method} ${route.url}`).toEqual(reference(schema, example));
+        expect(serialize(schema, example), `${String(route.method)} ${route.url}`).toEqual(reference(schema, example));
         compared++;
       }
     }
@@ -45,17 +45,39 @@ describe('response serialization (zod schemas compiled to fast-json-stringify)',
 
   it('writes only declared properties, so internal fields of a document never leave', () => {
     const example = taskSchema.meta()?.example as Record<string, unknown>;
-    const leaky = { ...example, _id: 'tsk_x', company_id: 'cmp_secret', pending_events: [{ event_id: 'evt_1' }], overdue_fired_dues: [] };
+    const leaky = {
+      ...example,
+      _id: 'tsk_x',
+      company_id: 'cmp_secret',
+      pending_events: [{ event_id: 'evt_1' }],
+      overdue_fired_dues: [],
+    };
     const written = serialize(taskSchema, leaky);
     expect(written).toEqual(reference(taskSchema, leaky));
-    for (const internal of ['_id', 'company_id', 'pending_events', 'overdue_fired_dues']) expect(written).not.toHaveProperty(internal);
+    for (const internal of ['_id', 'company_id', 'pending_events', 'overdue_fired_dues'])
+      expect(written).not.toHaveProperty(internal);
   });
 
   it("keeps an item's custom fields (additional properties) with nulls, numbers, booleans and lists", () => {
     const example = itemSchema.meta()?.example as Record<string, unknown>;
-    const item = { ...example, status: null, contact_id: null, deal_value: 12.5, won: false, tags: ['a', 'b'], region: null, note: 'x' };
+    const item = {
+      ...example,
+      status: null,
+      contact_id: null,
+      deal_value: 12.5,
+      won: false,
+      tags: ['a', 'b'],
+      region: null,
+      note: 'x',
+    };
     expect(serialize(itemSchema, item)).toEqual(reference(itemSchema, item));
-    expect(serialize(itemSchema, item)).toMatchObject({ deal_value: 12.5, won: false, tags: ['a', 'b'], region: null, status: null });
+    expect(serialize(itemSchema, item)).toMatchObject({
+      deal_value: 12.5,
+      won: false,
+      tags: ['a', 'b'],
+      region: null,
+      status: null,
+    });
   });
 
   it('refuses unions of objects at startup, and writes a nullable object', () => {
@@ -67,15 +89,25 @@ describe('response serialization (zod schemas compiled to fast-json-stringify)',
     }
   });
 
-  it("answers every route with a body its own response schema accepts unchanged (real data, nulls included)", async () => {
+  it('answers every route with a body its own response schema accepts unchanged (real data, nulls included)', async () => {
     const tenant = await createTenant(t.app);
     const item = await createItem(t.app, tenant, { contact_id: null });
     await createTask(t.app, tenant, { item_id: item.item_id, description: null });
-    const hook = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: 'https://example.com/hook', event: '*' })).json();
+    const hook = (
+      await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: 'https://example.com/hook', event: '*' })
+    ).json();
     const company = `/companies/${tenant.companyId}`;
-    await admin(t.app, 'POST', `${company}/automations`, {
-      name: 'rule', trigger: 'task.completed', actions: [{ type: 'webhook', url: 'https://example.com/a' }],
-    }, 201);
+    await admin(
+      t.app,
+      'POST',
+      `${company}/automations`,
+      {
+        name: 'rule',
+        trigger: 'task.completed',
+        actions: [{ type: 'webhook', url: 'https://example.com/a' }],
+      },
+      201,
+    );
     const calls: Array<{ api: 'ext' | 'admin'; url: string; route: string }> = [
       { api: 'ext', url: '/items', route: '/v1/ext/items' },
       { api: 'ext', url: `/items/${item.item_id}`, route: '/v1/ext/items/:item_id' },
@@ -91,9 +123,14 @@ describe('response serialization (zod schemas compiled to fast-json-stringify)',
       { api: 'admin', url: `${company}/automations`, route: '/v1/admin/companies/:company_id/automations' },
     ];
     for (const call of calls) {
-      const response = call.api === 'ext' ? await ext(t.app, tenant.key, 'GET', call.url) : await admin(t.app, 'GET', call.url, undefined, 200);
+      const response =
+        call.api === 'ext'
+          ? await ext(t.app, tenant.key, 'GET', call.url)
+          : await admin(t.app, 'GET', call.url, undefined, 200);
       expect(response.statusCode, call.url).toBe(200);
-      const route = t.app.routeTable.find((candidate) => candidate.url === call.route && [candidate.method].flat().includes('GET'));
+      const route = t.app.routeTable.find(
+        (candidate) => candidate.url === call.route && [candidate.method].flat().includes('GET'),
+      );
       const schema = (route?.schema?.response as Record<number, z.ZodType> | undefined)?.[200];
       expect(schema, call.route).toBeDefined();
       const body = response.json();

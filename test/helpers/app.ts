@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
-import type { Db, MongoClient } from 'mongodb';
+import { pino } from 'pino';
 import { inject } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { pino } from 'pino';
 import { loadConfig, type Config, type WorkerRole } from '../../src/config.js';
 import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
-import { startWorkers } from '../../workers/start.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { connectMongo } from '../../src/shared/mongo.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
+import { startWorkers } from '../../workers/start.js';
+import type { RedisClient } from '../../src/shared/redis.js';
+import type { FastifyInstance } from 'fastify';
+import type { Db, MongoClient } from 'mongodb';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';
 
@@ -18,7 +18,7 @@ export interface TestEnv {
   config: Config;
   db: Db;
   mongoClient: MongoClient;
-  redis: Redis;
+  redis: RedisClient;
   close(): Promise<void>;
 }
 
@@ -68,11 +68,18 @@ export interface TestApp extends TestEnv {
  * The web app on the test database. With `publisher: true` it publishes events to the queues right
  * after each write, as production does; without, events wait in the outbox (for the relay or a test).
  */
-export async function buildTestApp(overrides: Record<string, string> = {}, options: { publisher?: boolean } = {}): Promise<TestApp> {
+export async function buildTestApp(
+  overrides: Record<string, string> = {},
+  options: { publisher?: boolean } = {},
+): Promise<TestApp> {
   const env = await createTestEnv(overrides);
   await ensureIndexes(env.db);
   const publisher = options.publisher
-    ? new QueueEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, pino({ level: 'silent' }))
+    ? new QueueEventPublisher(
+        env.db,
+        { connection: env.redis, prefix: env.config.QUEUE_PREFIX },
+        pino({ level: 'silent' }),
+      )
     : undefined;
   const app = await buildApp({ config: env.config, db: env.db, redis: env.redis, publisher });
   await app.ready();
@@ -89,5 +96,9 @@ export async function buildTestApp(overrides: Record<string, string> = {}, optio
 
 /** Worker roles in this process, on the test database and queue prefix. */
 export async function startTestWorkers(config: Config, db: Db, roles: WorkerRole[]) {
-  return startWorkers({ config: { ...config, WORKERS: roles }, db, logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) });
+  return startWorkers({
+    config: { ...config, WORKERS: roles },
+    db,
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+  });
 }

@@ -30,7 +30,9 @@ describe('a hooks worker killed mid-way', () => {
     const taskIds = new Set<string>();
     for (let batch = 0; batch < EVENTS; batch += 20) {
       const created = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => ext(t.app, tenant.key, 'POST', '/tasks', { title: `task ${batch + i}`, due_at: '2030-01-01T10:00:00Z' })),
+        Array.from({ length: 20 }, (_, i) =>
+          ext(t.app, tenant.key, 'POST', '/tasks', { title: `task ${batch + i}`, due_at: '2030-01-01T10:00:00Z' }),
+        ),
       );
       for (const response of created) taskIds.add(response.json().task_id);
     }

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/events/envelope.js';
+import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
@@ -38,27 +39,47 @@ describe('REST hook delivery', () => {
     const tenant = await createTenant(t.app);
     const inbox = await receiver();
     const hook = await subscribe(tenant, inbox.url());
-    expect(hook).toMatchObject({ hook_id: expect.any(String), target_url: inbox.url(), event: 'task.created', disabled_at: null });
+    expect(hook).toMatchObject({
+      hook_id: expect.any(String),
+      target_url: inbox.url(),
+      event: 'task.created',
+      disabled_at: null,
+    });
     expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
 
     const task = await createTask(t.app, tenant);
     await waitFor(() => inbox.requests.length === 1);
-    const [request] = inbox.requests;
+    const request = must(inbox.requests[0], 'the delivered request');
     expect(request.headers['content-type']).toBe('application/json');
     expect(Number(request.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -1);
     const payload = verifyWebhook(hook.secret, request) as Record<string, unknown>;
     expect(Object.keys(payload).sort()).toEqual(['company_id', 'data', 'event_id', 'occurred_at', 'type']);
-    expect(payload).toEqual({ event_id: request.id, type: 'task.created', company_id: tenant.companyId, occurred_at: expect.any(String), data: task });
+    expect(payload).toEqual({
+      event_id: request.id,
+      type: 'task.created',
+      company_id: tenant.companyId,
+      occurred_at: expect.any(String),
+      data: task,
+    });
     expect(() => verifyWebhook(`whsec_${Buffer.alloc(24, 7).toString('base64')}`, request)).toThrow();
 
     const attempts = await waitFor(async () => {
       const listed = (await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json();
       return listed.length === 1 ? listed : undefined;
     });
-    expect(attempts).toEqual([{
-      event_id: request.id, event_type: 'task.created', attempt: 1, status_code: 200, error: null, duration_ms: expect.any(Number),
-      succeeded: true, next_retry_at: null, attempted_at: expect.stringMatching(/Z$/),
-    }]);
+    expect(attempts).toEqual([
+      {
+        event_id: request.id,
+        event_type: 'task.created',
+        attempt: 1,
+        status_code: 200,
+        error: null,
+        duration_ms: expect.any(Number),
+        succeeded: true,
+        next_retry_at: null,
+        attempted_at: expect.stringMatching(/Z$/),
+      },
+    ]);
 
     expect((await ext(t.app, tenant.key, 'DELETE', `/hooks/${hook.hook_id}`)).statusCode).toBe(204);
     await createTask(t.app, tenant);
@@ -66,7 +87,7 @@ describe('REST hook delivery', () => {
     expect(inbox.requests).toHaveLength(1);
   });
 
-  it('a hook subscribed while the worker holds the company\'s hooks in its cache gets the very next event', async () => {
+  it("a hook subscribed while the worker holds the company's hooks in its cache gets the very next event", async () => {
     const tenant = await createTenant(t.app);
     const first = await receiver();
     await subscribe(tenant, first.url());
@@ -101,7 +122,7 @@ describe('REST hook delivery', () => {
     await subscribe(tenant, inbox.url());
     await createTask(t.app, tenant);
     await waitFor(() => inbox.requests.length === 1);
-    const event = JSON.parse(inbox.requests[0].body);
+    const event = JSON.parse(must(inbox.requests[0], 'the delivered request').body);
     // The same event published again under another job id reaches the fan-out a second time.
     const fanout = createQueue('hook-fanout', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
     await fanout.add(event.type, event, { jobId: `again-${event.event_id}` });
@@ -111,14 +132,20 @@ describe('REST hook delivery', () => {
     expect(inbox.requests).toHaveLength(1);
   });
 
-  it('an event added twice under job ids of its own (not the publisher\'s) is delivered once', async () => {
+  it("an event added twice under job ids of its own (not the publisher's) is delivered once", async () => {
     const tenant = await createTenant(t.app);
     const inbox = await receiver();
     await subscribe(tenant, inbox.url());
     const event = buildEvent('task.created', tenant.companyId, { task_id: 'tsk_copied' });
     const fanout = createQueue('hook-fanout', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
-    await fanout.addBulk(['copy-1', 'copy-2'].map((id) => ({ name: event.type, data: event, opts: { jobId: `${id}-${event.event_id}` } })));
-    await waitFor(async () => (await fanout.getJobState(`copy-2-${event.event_id}`)) === 'completed' && (await fanout.getJobState(`copy-1-${event.event_id}`)) === 'completed');
+    await fanout.addBulk(
+      ['copy-1', 'copy-2'].map((id) => ({ name: event.type, data: event, opts: { jobId: `${id}-${event.event_id}` } })),
+    );
+    await waitFor(
+      async () =>
+        (await fanout.getJobState(`copy-2-${event.event_id}`)) === 'completed' &&
+        (await fanout.getJobState(`copy-1-${event.event_id}`)) === 'completed',
+    );
     await fanout.close();
     await sleep(300);
     expect(inbox.requests.map((request) => request.id)).toEqual([event.event_id]);
@@ -137,16 +164,31 @@ describe('REST hook delivery', () => {
   it('automation webhook actions go through the same signed delivery, with the company webhook secret', async () => {
     const tenant = await createTenant(t.app);
     const inbox = await receiver();
-    await admin(t.app, 'POST', `/companies/${tenant.companyId}/automations`, {
-      name: 'notify', trigger: 'task.created', actions: [{ type: 'webhook', url: inbox.url('/automation') }],
-    }, 201);
+    await admin(
+      t.app,
+      'POST',
+      `/companies/${tenant.companyId}/automations`,
+      {
+        name: 'notify',
+        trigger: 'task.created',
+        actions: [{ type: 'webhook', url: inbox.url('/automation') }],
+      },
+      201,
+    );
     const task = await createTask(t.app, tenant);
     await waitFor(() => inbox.requests.length === 1);
-    const { secret } = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/automation-webhook-secret`, undefined, 200)).json();
+    const { secret } = (
+      await admin(t.app, 'GET', `/companies/${tenant.companyId}/automation-webhook-secret`, undefined, 200)
+    ).json();
     expect(secret).toMatch(/^whsec_/);
-    const payload = verifyWebhook(secret, inbox.requests[0]) as { type: string; data: unknown };
+    const payload = verifyWebhook(secret, must(inbox.requests[0], 'the delivered request')) as {
+      type: string;
+      data: unknown;
+    };
     expect(payload).toMatchObject({ type: 'task.created', data: task });
-    const record = await waitFor(() => t.db.collection('deliveries').findOne({ company_id: tenant.companyId, automation_id: { $ne: null } }));
+    const record = await waitFor(() =>
+      t.db.collection('deliveries').findOne({ company_id: tenant.companyId, automation_id: { $ne: null } }),
+    );
     expect(record!.attempts).toEqual([expect.objectContaining({ attempt: 1, status_code: 200, succeeded: true })]);
   });
 });

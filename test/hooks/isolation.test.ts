@@ -9,7 +9,10 @@ let t: TestApp;
 let workers: { close(): Promise<void> };
 const receivers: Receiver[] = [];
 beforeAll(async () => {
-  t = await buildTestApp({ RATE_LIMIT_MAX: '100000', HOOK_CONCURRENCY: '1', HOOK_TIMEOUT_MS: '1000', HOOK_BACKOFF_MS: '60000' }, { publisher: true });
+  t = await buildTestApp(
+    { RATE_LIMIT_MAX: '100000', HOOK_CONCURRENCY: '1', HOOK_TIMEOUT_MS: '1000', HOOK_BACKOFF_MS: '60000' },
+    { publisher: true },
+  );
   workers = await startTestWorkers(t.config, t.db, ['relay', 'hooks']);
 });
 afterAll(async () => {
@@ -25,11 +28,18 @@ describe('a failing receiver', () => {
     const dead = await Receiver.start(() => 'hang');
     receivers.push(healthy, dead);
     for (const inbox of [healthy, dead]) {
-      expect((await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' })).statusCode).toBe(201);
+      expect(
+        (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' })).statusCode,
+      ).toBe(201);
     }
     // The first event tries both at once; the dead one times out and its hook is now failing.
     await createTask(t.app, tenant);
-    await waitFor(async () => (await t.db.collection('hooks').countDocuments({ company_id: tenant.companyId, failing_since: { $ne: null } })) === 1);
+    await waitFor(
+      async () =>
+        (await t.db
+          .collection('hooks')
+          .countDocuments({ company_id: tenant.companyId, failing_since: { $ne: null } })) === 1,
+    );
 
     const started = Date.now();
     await createTask(t.app, tenant);

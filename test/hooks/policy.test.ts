@@ -5,12 +5,12 @@ import { buildEvent } from '../../src/events/envelope.js';
 import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
 import { fanOutEvent } from '../../src/hooks/fanout.js';
 import { backoffDelay, MAX_RETRY_AFTER_MS, parseRetryAfter, retryDelay } from '../../src/hooks/retry-policy.js';
-import type { SendResult, WebhookRequest } from '../../src/hooks/sender.js';
 import { newWebhookSecret, signedHeaders } from '../../src/hooks/signing.js';
 import { createRepositories } from '../../src/repositories.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createTenant, ext } from '../helpers/fixtures.js';
 import { verifyWebhook } from './receiver.js';
+import type { SendResult, WebhookRequest } from '../../src/hooks/sender.js';
 
 const DAY = 24 * 3_600_000;
 
@@ -33,7 +33,9 @@ describe('retry schedule', () => {
     expect(retryDelay(1, 1_000, { statusCode: 503, retryAfter: '60' }, now, half)).toBe(60_000);
     expect(retryDelay(1, 1_000, { statusCode: 429, retryAfter: '0' }, now, half)).toBe(1_000);
     expect(retryDelay(1, 1_000, { statusCode: 500, retryAfter: '60' }, now, half)).toBe(1_000);
-    expect(retryDelay(1, 1_000, { statusCode: 429, retryAfter: String(10 * 24 * 3600) }, now, half)).toBe(MAX_RETRY_AFTER_MS);
+    expect(retryDelay(1, 1_000, { statusCode: 429, retryAfter: String(10 * 24 * 3600) }, now, half)).toBe(
+      MAX_RETRY_AFTER_MS,
+    );
   });
 });
 
@@ -45,8 +47,14 @@ describe('signatures', () => {
     const at = new Date();
     const headers = signedHeaders(secret, 'evt_1', body, at);
     const timestamp = Math.floor(at.getTime() / 1000);
-    const expected = createHmac('sha256', Buffer.from(secret.slice(6), 'base64')).update(`evt_1.${timestamp}.${body}`).digest('base64');
-    expect(headers).toMatchObject({ 'webhook-id': 'evt_1', 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${expected}` });
+    const expected = createHmac('sha256', Buffer.from(secret.slice(6), 'base64'))
+      .update(`evt_1.${timestamp}.${body}`)
+      .digest('base64');
+    expect(headers).toMatchObject({
+      'webhook-id': 'evt_1',
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': `v1,${expected}`,
+    });
     expect(verifyWebhook(secret, { id: 'evt_1', headers, body, at: 0 })).toEqual({ hello: 'wörld' });
   });
 });
@@ -61,8 +69,13 @@ describe('a hook that keeps failing', () => {
   function deps(now: Date, answer: SendResult, sent: WebhookRequest[] = []): DeliveryDeps {
     const repos = createRepositories(t.db);
     return {
-      hooks: repos.hooks, deliveries: repos.deliveries, secrets: repos.webhookSecrets, maxAttempts: 8, backoffMs: 30_000,
-      logger: pino({ level: 'silent' }), now: () => now,
+      hooks: repos.hooks,
+      deliveries: repos.deliveries,
+      secrets: repos.webhookSecrets,
+      maxAttempts: 8,
+      backoffMs: 30_000,
+      logger: pino({ level: 'silent' }),
+      now: () => now,
       send: async (webhook) => {
         sent.push(webhook);
         return answer;
@@ -82,15 +95,22 @@ describe('a hook that keeps failing', () => {
 
     expect(await deliverWebhook(job, context, deps(start, failing))).toMatchObject({ outcome: 'retry' });
     const later = new Date(start.getTime() + 4 * DAY);
-    expect(await deliverWebhook(job, { ...context, attempt: 2 }, deps(later, failing))).toMatchObject({ outcome: 'retry' });
+    expect(await deliverWebhook(job, { ...context, attempt: 2 }, deps(later, failing))).toMatchObject({
+      outcome: 'retry',
+    });
     // A success in between resets the clock.
-    await deliverWebhook(job, { ...context, attempt: 3 }, deps(later, { kind: 'response', statusCode: 204, durationMs: 1 }));
+    await deliverWebhook(
+      job,
+      { ...context, attempt: 3 },
+      deps(later, { kind: 'response', statusCode: 204, durationMs: 1 }),
+    );
     expect((await t.db.collection('hooks').findOne({ _id: hook.hook_id }))!.failing_since).toBeNull();
 
     await deliverWebhook(job, { ...context, attempt: 4 }, deps(later, failing));
     const fiveDaysOn = new Date(later.getTime() + 5 * DAY);
     expect(await deliverWebhook(job, { ...context, attempt: 5 }, deps(fiveDaysOn, failing))).toEqual({
-      outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries',
+      outcome: 'gave_up',
+      reason: 'hook disabled after 5 days of failed deliveries',
     });
 
     const listed = (await ext(t.app, tenant.key, 'GET', '/hooks')).json();
@@ -101,10 +121,17 @@ describe('a hook that keeps failing', () => {
 
     const fannedOutTo: string[] = [];
     const repos = createRepositories(t.db);
-    const fanOutDeps = { hooks: repos.hooks, claim: async () => true, deliver: async (target: { _id: string }) => void fannedOutTo.push(target._id) };
+    const fanOutDeps = {
+      hooks: repos.hooks,
+      claim: async () => true,
+      deliver: async (target: { _id: string }) => void fannedOutTo.push(target._id),
+    };
     expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), fanOutDeps)).toBe(0);
     const sent: WebhookRequest[] = [];
-    expect(await deliverWebhook(job, context, deps(fiveDaysOn, failing, sent))).toEqual({ outcome: 'skipped', reason: 'hook disabled' });
+    expect(await deliverWebhook(job, context, deps(fiveDaysOn, failing, sent))).toEqual({
+      outcome: 'skipped',
+      reason: 'hook disabled',
+    });
     expect(sent).toHaveLength(0);
 
     const again = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event: 'task.created' })).json();
@@ -115,13 +142,28 @@ describe('a hook that keeps failing', () => {
 
   it('a redelivery re-enables a disabled hook', async () => {
     const tenant = await createTenant(t.app);
-    const hook = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: 'https://hooks.example.com/x', event: '*' })).json();
+    const hook = (
+      await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: 'https://hooks.example.com/x', event: '*' })
+    ).json();
     const event = buildEvent('item.created', tenant.companyId, { item_id: 'itm_1' });
     const job = { event, target: { kind: 'hook' as const, hook_id: hook.hook_id } };
-    await deliverWebhook(job, { jobId: 'j', attempt: 1 }, deps(new Date(Date.now() - 6 * DAY), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }));
-    await deliverWebhook(job, { jobId: 'j', attempt: 2 }, deps(new Date(), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }));
+    await deliverWebhook(
+      job,
+      { jobId: 'j', attempt: 1 },
+      deps(new Date(Date.now() - 6 * DAY), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }),
+    );
+    await deliverWebhook(
+      job,
+      { jobId: 'j', attempt: 2 },
+      deps(new Date(), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }),
+    );
     expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()[0].disabled_at).not.toBeNull();
-    const response = await ext(t.app, tenant.key, 'POST', `/hooks/${hook.hook_id}/deliveries/${event.event_id}/redeliver`);
+    const response = await ext(
+      t.app,
+      tenant.key,
+      'POST',
+      `/hooks/${hook.hook_id}/deliveries/${event.event_id}/redeliver`,
+    );
     expect(response.statusCode, response.body).toBe(202);
     expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()[0].disabled_at).toBeNull();
   });

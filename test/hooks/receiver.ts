@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import type { AddressInfo } from 'node:net';
 
 export interface Received {
   id: string;
@@ -23,20 +23,26 @@ export class Receiver {
   private constructor(private readonly server: Server) {}
 
   static async start(answer?: Receiver['answer']): Promise<Receiver> {
-    const receiver: Receiver = new Receiver(createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const received = {
-          id: String(req.headers['webhook-id']), headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now(), remotePort: req.socket.remotePort,
-        };
-        const index = receiver.requests.push(received) - 1;
-        const answer = receiver.answer(received, index);
-        if (answer === 'hang') return void receiver.hanging.add(res);
-        const { status, headers = {}, delayMs = 0 } = typeof answer === 'number' ? { status: answer } : answer;
-        setTimeout(() => res.writeHead(status, headers).end(), delayMs);
-      });
-    }));
+    const receiver: Receiver = new Receiver(
+      createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => chunks.push(chunk));
+        req.on('end', () => {
+          const received = {
+            id: String(req.headers['webhook-id']),
+            headers: req.headers,
+            body: Buffer.concat(chunks).toString('utf8'),
+            at: Date.now(),
+            remotePort: req.socket.remotePort,
+          };
+          const index = receiver.requests.push(received) - 1;
+          const answer = receiver.answer(received, index);
+          if (answer === 'hang') return void receiver.hanging.add(res);
+          const { status, headers = {}, delayMs = 0 } = typeof answer === 'number' ? { status: answer } : answer;
+          setTimeout(() => res.writeHead(status, headers).end(), delayMs);
+        });
+      }),
+    );
     if (answer) receiver.answer = answer;
     await new Promise<void>((resolve) => receiver.server.listen(0, '127.0.0.1', resolve));
     return receiver;

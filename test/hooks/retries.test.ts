@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { must } from '../../src/shared/must.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -8,7 +9,10 @@ let t: TestApp;
 let workers: { close(): Promise<void> };
 const receivers: Receiver[] = [];
 beforeAll(async () => {
-  t = await buildTestApp({ RATE_LIMIT_MAX: '100000', HOOK_BACKOFF_MS: '100', HOOK_MAX_ATTEMPTS: '3', HOOK_TIMEOUT_MS: '400' }, { publisher: true });
+  t = await buildTestApp(
+    { RATE_LIMIT_MAX: '100000', HOOK_BACKOFF_MS: '100', HOOK_MAX_ATTEMPTS: '3', HOOK_TIMEOUT_MS: '400' },
+    { publisher: true },
+  );
   workers = await startTestWorkers(t.config, t.db, ['relay', 'hooks']);
 });
 afterEach(async () => {
@@ -24,7 +28,9 @@ async function hookTo(answer: (index: number) => Answer) {
   const tenant = await createTenant(t.app);
   const inbox = await Receiver.start((_, index) => answer(index));
   receivers.push(inbox);
-  const hook = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' })).json();
+  const hook = (
+    await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' })
+  ).json();
   return { tenant, inbox, hook };
 }
 
@@ -40,7 +46,9 @@ describe('retries', () => {
     const { tenant, inbox, hook } = await hookTo((index) => (index < 2 ? 500 : 200));
     await createTask(t.app, tenant);
     await waitFor(() => inbox.requests.length === 3);
-    const [first, second, third] = inbox.requests;
+    const first = must(inbox.requests[0], 'attempt 1');
+    const second = must(inbox.requests[1], 'attempt 2');
+    const third = must(inbox.requests[2], 'attempt 3');
     expect(new Set(inbox.requests.map((request) => request.id)).size).toBe(1);
     expect(new Set(inbox.requests.map((request) => request.remotePort)).size).toBe(1); // one keep-alive connection
     // The receiver never hears a retry before its delay (load can only add to the gaps).
@@ -48,7 +56,13 @@ describe('retries', () => {
     expect(third.at - second.at).toBeGreaterThanOrEqual(160 - 5); // doubled, -20%
 
     const attempts = await attemptsOf(tenant, hook.hook_id, 3);
-    expect(attempts.map((a: { attempt: number; status_code: number; succeeded: boolean }) => [a.attempt, a.status_code, a.succeeded])).toEqual([
+    expect(
+      attempts.map((a: { attempt: number; status_code: number; succeeded: boolean }) => [
+        a.attempt,
+        a.status_code,
+        a.succeeded,
+      ]),
+    ).toEqual([
       [3, 200, true],
       [2, 500, false],
       [1, 500, false],
@@ -56,7 +70,8 @@ describe('retries', () => {
     expect(attempts[0].next_retry_at).toBeNull();
     // The scheduled delays: 100 ms then 200 ms, each ±20% (plus a little for the bookkeeping between
     // the attempt's end and the scheduling, which a busy machine stretches).
-    const scheduled = (a: { next_retry_at: string; attempted_at: string; duration_ms: number }) => Date.parse(a.next_retry_at) - Date.parse(a.attempted_at) - a.duration_ms;
+    const scheduled = (a: { next_retry_at: string; attempted_at: string; duration_ms: number }) =>
+      Date.parse(a.next_retry_at) - Date.parse(a.attempted_at) - a.duration_ms;
     expect(scheduled(attempts[2])).toBeGreaterThanOrEqual(80 - 2);
     expect(scheduled(attempts[2])).toBeLessThanOrEqual(120 + 25);
     expect(scheduled(attempts[1])).toBeGreaterThanOrEqual(160 - 2);
@@ -71,33 +86,56 @@ describe('retries', () => {
     await createTask(t.app, tenant);
     const failed = await attemptsOf(tenant, hook.hook_id, 3);
     expect(failed.every((attempt: { succeeded: boolean }) => !attempt.succeeded)).toBe(true);
-    expect(failed[0].next_retry_at).toBeNull(); // HOOK_MAX_ATTEMPTS=3: given up
-    const eventId = inbox.requests[0].id;
+    expect(failed[0]?.next_retry_at).toBeNull(); // HOOK_MAX_ATTEMPTS=3: given up
+    const eventId = must(inbox.requests[0], 'the first attempt').id;
 
     healthy = true;
     const response = await ext(t.app, tenant.key, 'POST', `/hooks/${hook.hook_id}/deliveries/${eventId}/redeliver`);
     expect(response.statusCode, response.body).toBe(202);
     expect(response.json()).toEqual({ hook_id: hook.hook_id, event_id: eventId, status: 'queued' });
     await waitFor(() => inbox.requests.length === 4);
-    expect(inbox.requests[3].id).toBe(eventId);
-    expect((await attemptsOf(tenant, hook.hook_id, 4))[0]).toMatchObject({ event_id: eventId, attempt: 1, status_code: 200, succeeded: true });
-    expectProblem(await ext(t.app, tenant.key, 'POST', `/hooks/${hook.hook_id}/deliveries/evt_000000000000000000000000/redeliver`), 404, 'not_found');
+    expect(inbox.requests[3]?.id).toBe(eventId);
+    expect((await attemptsOf(tenant, hook.hook_id, 4))[0]).toMatchObject({
+      event_id: eventId,
+      attempt: 1,
+      status_code: 200,
+      succeeded: true,
+    });
+    expectProblem(
+      await ext(t.app, tenant.key, 'POST', `/hooks/${hook.hook_id}/deliveries/evt_000000000000000000000000/redeliver`),
+      404,
+      'not_found',
+    );
   });
 
   it('honours a longer Retry-After on 429', async () => {
-    const { tenant, inbox } = await hookTo((index) => (index === 0 ? { status: 429, headers: { 'retry-after': '1' } } : 200));
+    const { tenant, inbox } = await hookTo((index) =>
+      index === 0 ? { status: 429, headers: { 'retry-after': '1' } } : 200,
+    );
     await createTask(t.app, tenant);
     await waitFor(() => inbox.requests.length === 2, 5_000);
-    expect(inbox.requests[1].at - inbox.requests[0].at).toBeGreaterThanOrEqual(950);
+    const first = must(inbox.requests[0], 'attempt 1');
+    const second = must(inbox.requests[1], 'attempt 2');
+    expect(second.at - first.at).toBeGreaterThanOrEqual(950);
   });
 
   it('does not follow redirects: a 3xx is a failed attempt', async () => {
-    const { tenant, inbox, hook } = await hookTo((index) => (index === 0 ? { status: 302, headers: { location: 'http://127.0.0.1:1/elsewhere' } } : 200));
+    const { tenant, inbox, hook } = await hookTo((index) =>
+      index === 0 ? { status: 302, headers: { location: 'http://127.0.0.1:1/elsewhere' } } : 200,
+    );
     await createTask(t.app, tenant);
     const attempts = await attemptsOf(tenant, hook.hook_id, 2);
-    expect(attempts[1]).toMatchObject({ attempt: 1, status_code: 302, error: 'redirect not followed', succeeded: false });
+    expect(attempts[1]).toMatchObject({
+      attempt: 1,
+      status_code: 302,
+      error: 'redirect not followed',
+      succeeded: false,
+    });
     expect(attempts[0]).toMatchObject({ attempt: 2, status_code: 200, succeeded: true });
-    expect(inbox.requests.map((request) => request.headers.host)).toEqual([`127.0.0.1:${inbox.port}`, `127.0.0.1:${inbox.port}`]);
+    expect(inbox.requests.map((request) => request.headers.host)).toEqual([
+      `127.0.0.1:${inbox.port}`,
+      `127.0.0.1:${inbox.port}`,
+    ]);
   });
 
   it('410 Gone deletes the hook and nothing more is sent to it', async () => {
@@ -115,7 +153,12 @@ describe('retries', () => {
     const { tenant, inbox, hook } = await hookTo((index) => (index === 0 ? 'hang' : 200));
     await createTask(t.app, tenant);
     const attempts = await attemptsOf(tenant, hook.hook_id, 2);
-    expect(attempts[1]).toMatchObject({ attempt: 1, status_code: null, error: expect.stringMatching(/^timeout/), succeeded: false });
+    expect(attempts[1]).toMatchObject({
+      attempt: 1,
+      status_code: null,
+      error: expect.stringMatching(/^timeout/),
+      succeeded: false,
+    });
     expect(attempts[1].duration_ms).toBeGreaterThanOrEqual(380);
     expect(attempts[0]).toMatchObject({ attempt: 2, status_code: 200, succeeded: true });
     expect(inbox.requests).toHaveLength(2);

@@ -22,7 +22,12 @@ describe('hook subscriptions', () => {
     const tenant = await createTenant(t.app);
     const hook = await subscribe(tenant);
     expect(Object.keys(hook)).toEqual(['hook_id', 'target_url', 'event', 'secret', 'created_at', 'disabled_at']);
-    expect(hook).toMatchObject({ target_url, event: 'task.created', disabled_at: null, created_at: expect.stringMatching(/\.\d{3}Z$/) });
+    expect(hook).toMatchObject({
+      target_url,
+      event: 'task.created',
+      disabled_at: null,
+      created_at: expect.stringMatching(/\.\d{3}Z$/),
+    });
     const listed = await ext(t.app, tenant.key, 'GET', '/hooks');
     expect(listed.statusCode).toBe(200);
     const { secret, ...shown } = hook;
@@ -32,8 +37,11 @@ describe('hook subscriptions', () => {
 
   it('validates the body: event type, URL scheme, credentials, unknown fields', async () => {
     const tenant = await createTenant(t.app);
-    const paths = async (body: unknown) => expectProblem(await ext(t.app, tenant.key, 'POST', '/hooks', body), 400, 'validation_failed').errors.map((e: { path: string }) => e.path);
-    expect(await paths({ target_url, event: 'task.deleted' })).toEqual(['event']);
+    const paths = async (body: unknown) =>
+      expectProblem(await ext(t.app, tenant.key, 'POST', '/hooks', body), 400, 'validation_failed').errors.map(
+        (e: { path: string }) => e.path,
+      );
+    expect(await paths({ target_url, event: 'task.archived' })).toEqual(['event']);
     expect(await paths({ target_url: 'ftp://hooks.example.com/x', event: '*' })).toEqual(['target_url']);
     expect(await paths({ target_url: 'not a url', event: '*' })).toEqual(['target_url']);
     expect(await paths({ target_url: 'https://user:pw@hooks.example.com/x', event: '*' })).toEqual(['target_url']);
@@ -84,15 +92,25 @@ describe('tenant isolation', () => {
       key: `${hook.hook_id}:${event.event_id}`,
       target: { hook_id: hook.hook_id, automation_id: null },
       event,
-      attempt: { attempt: 1, status_code: 500, error: null, duration_ms: 5, succeeded: false, next_retry_at: null, attempted_at: new Date() },
+      attempt: {
+        attempt: 1,
+        status_code: 500,
+        error: null,
+        duration_ms: 5,
+        succeeded: false,
+        next_retry_at: null,
+        attempted_at: new Date(),
+      },
     });
-    const routes = (id: string) => [
-      ['GET', `/hooks/${id}/deliveries`],
-      ['POST', `/hooks/${id}/deliveries/${event.event_id}/redeliver`],
-      ['DELETE', `/hooks/${id}`],
-    ] as const;
+    const routes = (id: string) =>
+      [
+        ['GET', `/hooks/${id}/deliveries`],
+        ['POST', `/hooks/${id}/deliveries/${event.event_id}/redeliver`],
+        ['DELETE', `/hooks/${id}`],
+      ] as const;
     for (const id of [hook.hook_id, 'hk_000000000000000000000000', 'not-an-id', '%24where']) {
-      for (const [method, url] of routes(id)) expectProblem(await ext(t.app, stranger.key, method, url), 404, 'not_found');
+      for (const [method, url] of routes(id))
+        expectProblem(await ext(t.app, stranger.key, method, url), 404, 'not_found');
     }
     expect((await ext(t.app, stranger.key, 'GET', '/hooks')).json()).toEqual([]);
     // The owner still sees everything, untouched.

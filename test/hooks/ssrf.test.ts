@@ -22,12 +22,22 @@ let app: App;
 let publisher: QueueEventPublisher;
 let workers: { close(): Promise<void> };
 beforeAll(async () => {
-  env = await createTestEnv({ RATE_LIMIT_MAX: '100000', HOOK_ALLOW_PRIVATE_TARGETS: 'false', HOOK_BACKOFF_MS: '100', HOOK_MAX_ATTEMPTS: '2' });
+  env = await createTestEnv({
+    RATE_LIMIT_MAX: '100000',
+    HOOK_ALLOW_PRIVATE_TARGETS: 'false',
+    HOOK_BACKOFF_MS: '100',
+    HOOK_MAX_ATTEMPTS: '2',
+  });
   await ensureIndexes(env.db);
   const logger = pino({ level: 'silent' });
   publisher = new QueueEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, logger);
   app = await buildApp({ config: env.config, db: env.db, redis: env.redis, publisher, resolver, logger });
-  workers = await startWorkers({ config: { ...env.config, WORKERS: ['relay', 'hooks'] }, db: env.db, logger, resolver });
+  workers = await startWorkers({
+    config: { ...env.config, WORKERS: ['relay', 'hooks'] },
+    db: env.db,
+    logger,
+    resolver,
+  });
 });
 afterAll(async () => {
   await workers?.close();
@@ -37,38 +47,73 @@ afterAll(async () => {
 });
 
 const FORBIDDEN_TARGETS = [
-  'http://127.0.0.1/', 'http://localhost:8080/', 'http://10.1.2.3/', 'http://172.16.0.1/', 'http://172.31.255.254/',
-  'http://192.168.1.1/', 'http://169.254.169.254/latest/meta-data/', 'http://169.254.1.1/', 'http://0.0.0.0/', 'http://[::1]/',
-  'http://[::]/', 'http://[fc00::1]/', 'http://[fd12:3456::1]/', 'http://[fe80::1]/', 'http://100.64.0.1/', 'http://224.0.0.1/',
+  'http://127.0.0.1/',
+  'http://localhost:8080/',
+  'http://10.1.2.3/',
+  'http://172.16.0.1/',
+  'http://172.31.255.254/',
+  'http://192.168.1.1/',
+  'http://169.254.169.254/latest/meta-data/',
+  'http://169.254.1.1/',
+  'http://0.0.0.0/',
+  'http://[::1]/',
+  'http://[::]/',
+  'http://[fc00::1]/',
+  'http://[fd12:3456::1]/',
+  'http://[fe80::1]/',
+  'http://100.64.0.1/',
+  'http://224.0.0.1/',
   // other spellings of 127.0.0.1
-  'http://2130706433/', 'http://0177.0.0.1/', 'http://0x7f.1/', 'http://[::ffff:127.0.0.1]/', 'https://127.1:8443/',
+  'http://2130706433/',
+  'http://0177.0.0.1/',
+  'http://0x7f.1/',
+  'http://[::ffff:127.0.0.1]/',
+  'https://127.1:8443/',
   // a name that resolves inside
   'http://internal.test/hook',
   // names internal by definition, refused even though they do not resolve here
-  'http://metadata.google.internal/computeMetadata/v1/', 'http://api.localhost/', 'http://printer.local/', 'http://intranet/',
+  'http://metadata.google.internal/computeMetadata/v1/',
+  'http://api.localhost/',
+  'http://printer.local/',
+  'http://intranet/',
 ];
 
 describe('SSRF guard', () => {
   it.each(FORBIDDEN_TARGETS)('refuses %s at subscribe time', async (target_url) => {
     const tenant = await createTenant(app);
-    const body = expectProblem(await ext(app, tenant.key, 'POST', '/hooks', { target_url, event: '*' }), 400, 'validation_failed');
-    expect(body.errors).toEqual([{ path: 'target_url', message: 'resolves to a private, loopback or otherwise internal address' }]);
+    const body = expectProblem(
+      await ext(app, tenant.key, 'POST', '/hooks', { target_url, event: '*' }),
+      400,
+      'validation_failed',
+    );
+    expect(body.errors).toEqual([
+      { path: 'target_url', message: 'resolves to a private, loopback or otherwise internal address' },
+    ]);
   });
 
   it('reports a forbidden target alongside a schema problem of the same body', async () => {
     const tenant = await createTenant(app);
-    const body = expectProblem(await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'http://10.1.2.3/', event: 'no.such.event' }), 400, 'validation_failed');
+    const body = expectProblem(
+      await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'http://10.1.2.3/', event: 'no.such.event' }),
+      400,
+      'validation_failed',
+    );
     expect(body.errors.map((error: { path: string }) => error.path).sort()).toEqual(['event', 'target_url']);
   });
 
   it('accepts a name that resolves to a public address', async () => {
     const tenant = await createTenant(app);
-    expect((await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://public.test/hook', event: '*' })).statusCode).toBe(201);
+    expect(
+      (await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://public.test/hook', event: '*' })).statusCode,
+    ).toBe(201);
   });
 
   it('accepts a name that does not resolve yet (deliveries check the address they connect to)', async () => {
     const tenant = await createTenant(app);
-    expect((await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://not-yet-in-dns.test/hook', event: '*' })).statusCode).toBe(201);
+    expect(
+      (await ext(app, tenant.key, 'POST', '/hooks', { target_url: 'https://not-yet-in-dns.test/hook', event: '*' }))
+        .statusCode,
+    ).toBe(201);
   });
 
   it('refuses at delivery time when DNS changed to 127.0.0.1 since subscribing (rebinding)', async () => {
@@ -76,7 +121,12 @@ describe('SSRF guard', () => {
     try {
       const tenant = await createTenant(app);
       dns.set('rebind.test', ['93.184.216.34']);
-      const hook = (await ext(app, tenant.key, 'POST', '/hooks', { target_url: `http://rebind.test:${inbox.port}/hook`, event: 'task.created' })).json();
+      const hook = (
+        await ext(app, tenant.key, 'POST', '/hooks', {
+          target_url: `http://rebind.test:${inbox.port}/hook`,
+          event: 'task.created',
+        })
+      ).json();
       expect(hook.hook_id).toEqual(expect.any(String));
 
       dns.set('rebind.test', ['127.0.0.1']);
@@ -86,11 +136,17 @@ describe('SSRF guard', () => {
         return listed.length === 2 ? listed : undefined; // HOOK_MAX_ATTEMPTS=2
       });
       for (const attempt of attempts) {
-        expect(attempt).toMatchObject({ status_code: null, succeeded: false, error: expect.stringMatching(/^refused: rebind\.test resolves to 127\.0\.0\.1/) });
+        expect(attempt).toMatchObject({
+          status_code: null,
+          succeeded: false,
+          error: expect.stringMatching(/^refused: rebind\.test resolves to 127\.0\.0\.1/),
+        });
       }
       dns.set('rebind.test', ['93.184.216.34', '::ffff:7f00:1']); // one inside address among public ones is enough to refuse
       await createTask(app, tenant);
-      await waitFor(async () => (await ext(app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json().length === 4);
+      await waitFor(
+        async () => (await ext(app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json().length === 4,
+      );
       await sleep(200);
       expect(inbox.requests).toHaveLength(0);
     } finally {

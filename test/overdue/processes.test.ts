@@ -2,11 +2,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventEnvelope } from '../../src/events/envelope.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { insertOpenTasks } from './seed.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
 
 const RUN_MS = 10_000;
 
@@ -17,7 +17,11 @@ beforeAll(async () => {
 });
 afterAll(async () => env?.close());
 
-interface ScanLog { pid: number; tick: string; fired: number }
+interface ScanLog {
+  pid: number;
+  tick: string;
+  fired: number;
+}
 let ready = 0;
 
 /** `npm run worker` as a real process with only the overdue role, on this file's database and queue prefix. */
@@ -26,13 +30,19 @@ function spawnOverdueWorker(scans: ScanLog[]): ChildProcess {
     cwd: new URL('../..', import.meta.url).pathname,
     env: {
       ...process.env,
-      MONGO_URL: env.config.MONGO_URL!, MONGO_DB: env.config.MONGO_DB, REDIS_URL: env.config.REDIS_URL, QUEUE_PREFIX: env.config.QUEUE_PREFIX,
-      WORKERS: 'overdue', OVERDUE_SCAN_CRON: '* * * * * *', LOG_LEVEL: 'info', NODE_ENV: 'test',
+      MONGO_URL: env.config.MONGO_URL!,
+      MONGO_DB: env.config.MONGO_DB,
+      REDIS_URL: env.config.REDIS_URL,
+      QUEUE_PREFIX: env.config.QUEUE_PREFIX,
+      WORKERS: 'overdue',
+      OVERDUE_SCAN_CRON: '* * * * * *',
+      LOG_LEVEL: 'info',
+      NODE_ENV: 'test',
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   // pino JSON lines; the scans that fired something say which tick they claimed.
-  createInterface({ input: child.stdout! }).on('line', (line) => {
+  createInterface({ input: child.stdout }).on('line', (line) => {
     if (!line.startsWith('{')) return;
     const entry = JSON.parse(line);
     if (entry.msg === 'worker process ready') ready++;
@@ -56,7 +66,12 @@ describe('three worker processes running the overdue role', () => {
     expect(await waitFor(() => ready === 3, 20_000)).toBe(true);
     const start = Date.now();
     // Due times spread over the first 5 s, so many ticks (claimed by different processes) have work.
-    const ids = await insertOpenTasks(env.db, 'cmp_overdue', 'usr_overdue', Array.from({ length: 500 }, (_, i) => new Date(start + i * 10)));
+    const ids = await insertOpenTasks(
+      env.db,
+      'cmp_overdue',
+      'usr_overdue',
+      Array.from({ length: 500 }, (_, i) => new Date(start + i * 10)),
+    );
     const queue = new Queue<EventEnvelope>('automations', { connection: env.redis, prefix: env.config.QUEUE_PREFIX });
     try {
       const fired = () => env.db.collection('tasks').countDocuments({ overdue_fired_for: { $ne: null } });
@@ -64,13 +79,23 @@ describe('three worker processes running the overdue role', () => {
       await sleep(Math.max(0, start + RUN_MS - Date.now()));
       expect(await Promise.all(workers.map(stop))).toEqual([0, 0, 0]);
 
-      // Every task.overdue is either on the queue (jobId = event_id) or still in its task's outbox; a double fire shows as two event ids.
-      const queued = (await queue.getJobs(['waiting', 'active', 'completed', 'failed', 'delayed'])).map((job) => job.data);
+      // Every task.overdue is on the queue (jobId = event_id), still in its task's outbox or waiting in `events`; a double fire shows as two event ids.
+      const queued = (await queue.getJobs(['waiting', 'active', 'completed', 'failed', 'delayed'])).map(
+        (job) => job.data,
+      );
       const outbox = await env.db.collection('tasks').find({ outbox_pending: true }).toArray();
+      const unqueued = await env.db.collection('events').find({ unqueued: true }).toArray();
       const events = new Map<string, EventEnvelope>();
-      for (const event of [...queued, ...outbox.flatMap((doc) => doc.pending_events as EventEnvelope[])]) events.set(event.event_id, event);
+      for (const event of [
+        ...queued,
+        ...outbox.flatMap((doc) => doc.pending_events as EventEnvelope[]),
+        ...unqueued.map((doc) => doc.event as EventEnvelope),
+      ])
+        events.set(event.event_id, event);
       const perTask = new Map<string, number>();
-      for (const event of events.values()) if (event.type === 'task.overdue') perTask.set(String(event.data.task_id), (perTask.get(String(event.data.task_id)) ?? 0) + 1);
+      for (const event of events.values())
+        if (event.type === 'task.overdue')
+          perTask.set(String(event.data.task_id), (perTask.get(String(event.data.task_id)) ?? 0) + 1);
       expect(perTask.size).toBe(500);
       expect(new Set(perTask.keys())).toEqual(new Set(ids));
       expect([...perTask.values()].every((count) => count === 1)).toBe(true);

@@ -1,8 +1,8 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireScanLock, claimOverdueTick, startOverdue } from '../../workers/overdue.js';
 import { ensureIndexes } from '../../src/repositories.js';
+import { acquireScanLock, claimOverdueTick, startOverdue } from '../../workers/overdue.js';
 import { buildTestApp, startTestWorkers, uniqueName, type TestApp } from '../helpers/app.js';
 import { admin, createTask, createTenant, ext } from '../helpers/fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -22,14 +22,26 @@ afterAll(async () => {
 describe('the overdue worker role (1-second cron)', () => {
   it('a task due in 2 s reaches an automation exactly once within 4 s; a completed one never', async () => {
     const tenant = await createTenant(t.app);
-    const rule = (await admin(t.app, 'POST', `/companies/${tenant.companyId}/automations`, {
-      name: 'chase', trigger: 'task.overdue', actions: [{ type: 'create_task', title: 'Chase', due_in_minutes: 60 }],
-    }, 201)).json();
+    const rule = (
+      await admin(
+        t.app,
+        'POST',
+        `/companies/${tenant.companyId}/automations`,
+        {
+          name: 'chase',
+          trigger: 'task.overdue',
+          actions: [{ type: 'create_task', title: 'Chase', due_in_minutes: 60 }],
+        },
+        201,
+      )
+    ).json();
     const start = Date.now();
     const dueAt = new Date(start + 2_000).toISOString();
     const open = await createTask(t.app, tenant, { title: 'Open', due_at: dueAt });
     const done = await createTask(t.app, tenant, { title: 'Done', due_at: dueAt });
-    expect((await ext(t.app, tenant.key, 'PATCH', `/tasks/${done.task_id}`, { is_completed: true })).statusCode).toBe(200);
+    expect((await ext(t.app, tenant.key, 'PATCH', `/tasks/${done.task_id}`, { is_completed: true })).statusCode).toBe(
+      200,
+    );
 
     const chases = () => t.db.collection('tasks').countDocuments({ company_id: tenant.companyId, title: 'Chase' });
     expect(await waitFor(async () => (await chases()) > 0, 4_000 - (Date.now() - start), 25)).toBe(true);
@@ -37,7 +49,15 @@ describe('the overdue worker role (1-second cron)', () => {
 
     await sleep(2_000); // two more ticks, room for a (wrong) second fire
     expect(await chases()).toBe(1);
-    const runs = (await admin(t.app, 'GET', `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`, undefined, 200)).json();
+    const runs = (
+      await admin(
+        t.app,
+        'GET',
+        `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`,
+        undefined,
+        200,
+      )
+    ).json();
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ event_type: 'task.overdue', status: 'succeeded' });
     const tasks = t.db.collection('tasks');
@@ -68,7 +88,10 @@ describe('the overdue worker role (1-second cron)', () => {
 
   it('skips ticks while Redis is unreachable, logging it once, and closes cleanly', async () => {
     const lines: string[] = [];
-    const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _encoding, done) => void (lines.push(String(chunk)), done()) }));
+    const logger = pino(
+      { level: 'warn' },
+      new Writable({ write: (chunk, _encoding, done) => void (lines.push(String(chunk)), done()) }),
+    );
     const db = t.mongoClient.db(uniqueName('t')); // out of reach of this file's running workers
     await ensureIndexes(db);
     const [taskId] = await insertOpenTasks(db, 'cmp_unreachable', 'usr_unreachable', [new Date(Date.now() - 60_000)]);

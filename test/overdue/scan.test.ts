@@ -1,11 +1,11 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventEnvelope } from '../../src/events/envelope.js';
 import { scanOverdueTasks, type OverdueScanDeps } from '../../src/tasks/overdue.js';
 import { TasksRepository } from '../../src/tasks/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { insertOpenTasks } from './seed.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
 
 // The scan on its own (no cron, no queues): each test looks only at its own tasks, since a scan covers every company.
 let t: TestApp;
@@ -19,7 +19,10 @@ beforeAll(async () => {
   published = [];
   deps = {
     tasks: new TasksRepository(t.db),
-    publisher: { publishAndClear: async (_collection, documents) => void published.push(...documents.flatMap((document) => document.events)) },
+    publisher: {
+      publishAndClear: async (_collection, documents) =>
+        void published.push(...documents.flatMap((document) => document.events)),
+    },
     logger: pino({ level: 'silent' }),
   };
 });
@@ -43,12 +46,16 @@ describe('the overdue scan', () => {
     await scan(at(3 * HOUR));
     const events = overdueEvents(task.task_id);
     expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ type: 'task.overdue', company_id: tenant.companyId, occurred_at: now.toISOString() });
-    expect(events[0].data).toEqual((await ext(t.app, tenant.key, 'GET', `/tasks/${task.task_id}`)).json());
-    expect(events[0].data).toEqual(task); // updated_at and every API field unchanged
+    expect(events[0]).toMatchObject({
+      type: 'task.overdue',
+      company_id: tenant.companyId,
+      occurred_at: now.toISOString(),
+    });
+    expect(events[0]?.data).toEqual((await ext(t.app, tenant.key, 'GET', `/tasks/${task.task_id}`)).json());
+    expect(events[0]?.data).toEqual(task); // updated_at and every API field unchanged
     const doc = await stored(task.task_id);
     expect(doc).toMatchObject({ overdue_fired_for: new Date(task.due_at), revision: 2, outbox_pending: true });
-    expect(doc.pending_events.map((event: EventEnvelope) => event.event_id)).toContain(events[0].event_id);
+    expect(doc.pending_events.map((event: EventEnvelope) => event.event_id)).toContain(events[0]?.event_id);
   });
 
   it('never fires for a task completed before its due time, and fires on reopening only if it never fired for that due time', async () => {
@@ -84,7 +91,7 @@ describe('the overdue scan', () => {
     await scan(at(3 * HOUR));
     const events = overdueEvents(task.task_id);
     expect(events).toHaveLength(2);
-    expect(events[1].data).toMatchObject({ due_at: later, title: 'Renamed' });
+    expect(events[1]?.data).toMatchObject({ due_at: later, title: 'Renamed' });
   });
 
   it('fires once per due time: moving due_at back to a time it already fired for does not fire again', async () => {
@@ -94,7 +101,10 @@ describe('the overdue scan', () => {
     const second = at(HOUR);
     await patch(task.task_id, { due_at: second.toISOString() });
     await scan(at(2 * HOUR));
-    expect(overdueEvents(task.task_id).map((event) => event.data.due_at)).toEqual([first.toISOString(), second.toISOString()]);
+    expect(overdueEvents(task.task_id).map((event) => event.data.due_at)).toEqual([
+      first.toISOString(),
+      second.toISOString(),
+    ]);
 
     expect((await patch(task.task_id, { due_at: first.toISOString() })).statusCode).toBe(200); // back to a fired due time
     expect(await stored(task.task_id)).toMatchObject({ overdue_fired_for: first });
@@ -104,22 +114,34 @@ describe('the overdue scan', () => {
     const third = at(4 * HOUR);
     await patch(task.task_id, { due_at: third.toISOString() }); // a new due time re-arms
     await scan(at(5 * HOUR));
-    expect(overdueEvents(task.task_id).map((event) => event.data.due_at)).toEqual([first, second, third].map((due) => due.toISOString()));
+    expect(overdueEvents(task.task_id).map((event) => event.data.due_at)).toEqual(
+      [first, second, third].map((due) => due.toISOString()),
+    );
   });
 
   it('overlapping scans fire each task exactly once', async () => {
     const other = await createTenant(t.app);
-    const ids = await insertOpenTasks(t.db, other.companyId, other.userId, Array.from({ length: 300 }, (_, i) => at(-i * 1_000)));
+    const ids = await insertOpenTasks(
+      t.db,
+      other.companyId,
+      other.userId,
+      Array.from({ length: 300 }, (_, i) => at(-i * 1_000)),
+    );
     await Promise.all([1, 2, 3].map(() => scanOverdueTasks(deps, new Date(), { batchSize: 40 })));
     const mine = published.filter((event) => event.company_id === other.companyId);
     expect(mine).toHaveLength(300);
     expect(new Set(mine.map((event) => event.data.task_id))).toEqual(new Set(ids));
-    expect(await t.db.collection('tasks').countDocuments({ company_id: other.companyId, overdue_fired_for: null })).toBe(0);
+    expect(
+      await t.db.collection('tasks').countDocuments({ company_id: other.companyId, overdue_fired_for: null }),
+    ).toBe(0);
   });
 
   it('keeps the event in the outbox for the relay when the queues cannot take it', async () => {
     const task = await createTask(t.app, tenant, { due_at: at(-1_000).toISOString() });
-    const failing: OverdueScanDeps = { ...deps, publisher: { publishAndClear: async () => Promise.reject(new Error('redis down')) } };
+    const failing: OverdueScanDeps = {
+      ...deps,
+      publisher: { publishAndClear: async () => Promise.reject(new Error('redis down')) },
+    };
     const result = await scanOverdueTasks(failing, new Date());
     expect(result.unpublished).toBeGreaterThanOrEqual(1);
     const doc = await stored(task.task_id);

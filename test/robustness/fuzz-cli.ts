@@ -48,11 +48,16 @@ async function main(): Promise<number> {
     const targets = fuzzTargets(app).filter((target) => routeFilter.test(`${target.method} ${target.url}`));
     const results: RouteStats[] = [];
     // Deletes come last (see fuzzTargets), so they run in a batch of their own after everything else.
-    const batches = [targets.filter((target) => target.method !== 'DELETE'), targets.filter((target) => target.method === 'DELETE')];
+    const batches = [
+      targets.filter((target) => target.method !== 'DELETE'),
+      targets.filter((target) => target.method === 'DELETE'),
+    ];
     for (const batch of batches) {
       for (let index = 0; index < batch.length; index += concurrency) {
         const slice = batch.slice(index, index + concurrency);
-        results.push(...(await Promise.all(slice.map((target) => fuzzRoute(app, world, target, { numRuns: runs, seed })))));
+        results.push(
+          ...(await Promise.all(slice.map((target) => fuzzRoute(app, world, target, { numRuns: runs, seed })))),
+        );
         process.stderr.write(`  ${results.length}/${targets.length} routes done\n`);
       }
     }
@@ -62,7 +67,9 @@ async function main(): Promise<number> {
     process.stdout.write(`foreign company untouched: ${foreignUntouched ? 'yes' : 'NO'}\n`);
     process.stdout.write(`duration: ${((Date.now() - started) / 1000).toFixed(1)} s, seed ${seed}\n`);
     for (const failure of failures.slice(0, 20)) {
-      process.stdout.write(`\nFAIL ${failure.route} case ${failure.caseIndex}: ${failure.problems.join('; ')}\n  request: ${failure.request}\n  ${failure.status} ${failure.body}\n`);
+      process.stdout.write(
+        `\nFAIL ${failure.route} case ${failure.caseIndex}: ${failure.problems.join('; ')}\n  request: ${failure.request}\n  ${failure.status} ${failure.body}\n`,
+      );
     }
     return failures.length === 0 && foreignUntouched ? 0 : 1;
   } finally {

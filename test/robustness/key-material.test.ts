@@ -1,10 +1,11 @@
 import { timingSafeEqual } from 'node:crypto';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { hashApiKey, hashesEqual, isWellFormedApiKey } from '../../src/auth/key-material.js';
+import type * as Crypto from 'node:crypto';
 
 // The real timingSafeEqual, watched, to show that key hashes are compared through it.
 vi.mock('node:crypto', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('node:crypto')>();
+  const actual = await importOriginal<typeof Crypto>();
   return { ...actual, timingSafeEqual: vi.fn(actual.timingSafeEqual) };
 });
 
@@ -32,7 +33,16 @@ describe('API key hash comparison (OWASP API2)', () => {
 
   it('treats only prk_ plus 43-128 base64url characters as a key worth looking up', () => {
     expect(isWellFormedApiKey(`prk_${'A'.repeat(43)}`)).toBe(true);
-    for (const value of [undefined, 42, '', 'prk_', `prk_${'A'.repeat(42)}`, `prk_${'A'.repeat(129)}`, `prk_${'+'.repeat(43)}`, `PRK_${'A'.repeat(43)}`]) {
+    for (const value of [
+      undefined,
+      42,
+      '',
+      'prk_',
+      `prk_${'A'.repeat(42)}`,
+      `prk_${'A'.repeat(129)}`,
+      `prk_${'+'.repeat(43)}`,
+      `PRK_${'A'.repeat(43)}`,
+    ]) {
       expect(isWellFormedApiKey(value)).toBe(false);
     }
   });

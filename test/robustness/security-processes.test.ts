@@ -1,6 +1,7 @@
 import { MongoClient, type CommandStartedEvent } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
+import { must } from '../../src/shared/must.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { admin, createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
@@ -27,12 +28,21 @@ async function moreWebProcesses(t: TestApp, count: number): Promise<{ apps: App[
  * between its request's send and receive time, so a 6-set whose latest receive minus earliest send is
  * shorter than the window proves a window held 6 (more than the limit of 5).
  */
-function provenOverAdmission(admissions: Array<{ sent: number; received: number }>, limit: number, windowMs: number, toleranceMs: number) {
+function provenOverAdmission(
+  admissions: Array<{ sent: number; received: number }>,
+  limit: number,
+  windowMs: number,
+  toleranceMs: number,
+) {
   const bySent = [...admissions].sort((a, b) => a.sent - b.sent);
   for (const [index, first] of bySent.entries()) {
-    const others = bySent.slice(index + 1).map((admission) => admission.received).sort((a, b) => a - b);
-    if (others.length < limit) break;
-    const latest = Math.max(first.received, others[limit - 1]);
+    const others = bySent
+      .slice(index + 1)
+      .map((admission) => admission.received)
+      .sort((a, b) => a - b);
+    const last = others[limit - 1];
+    if (last === undefined) break;
+    const latest = Math.max(first.received, last);
     if (latest - first.sent < windowMs - toleranceMs) return { from: first.sent, to: latest };
   }
   return undefined;
@@ -71,7 +81,9 @@ describe('API4 rate limit across 3 web processes (5 per 2 s)', () => {
     // A trickle from every process, and bursts of 9 while the first admissions leave the window (2 s and 4 s later).
     while (Date.now() - start < 5_000) {
       const now = Date.now();
-      const nearBoundary = [2_000, 4_000].some((shift) => now >= start + shift - 30 && now <= firstBurstDone + shift + 30);
+      const nearBoundary = [2_000, 4_000].some(
+        (shift) => now >= start + shift - 30 && now <= firstBurstDone + shift + 30,
+      );
       await Promise.all(apps.flatMap((app) => Array.from({ length: nearBoundary ? 3 : 1 }, () => fire(app))));
       await sleep(15);
     }
@@ -85,7 +97,14 @@ describe('API4 rate limit across 3 web processes (5 per 2 s)', () => {
   it('the window check itself spots 6 admissions inside 2 s', () => {
     const six = Array.from({ length: 6 }, (_, index) => ({ sent: index * 300, received: index * 300 + 2 }));
     expect(provenOverAdmission(six, 5, 2_000, 5)).toEqual({ from: 0, to: 1_502 });
-    expect(provenOverAdmission(six.map((entry, index) => (index === 5 ? { sent: 2_000, received: 2_001 } : entry)), 5, 2_000, 5)).toBeUndefined();
+    expect(
+      provenOverAdmission(
+        six.map((entry, index) => (index === 5 ? { sent: 2_000, received: 2_001 } : entry)),
+        5,
+        2_000,
+        5,
+      ),
+    ).toBeUndefined();
   });
 });
 
@@ -106,7 +125,15 @@ describe('API2 API keys', () => {
     });
     const app = await buildApp({ config: t.config, db: client.db(t.config.MONGO_DB), redis: t.redis });
     try {
-      const malformed = ['', 'not-a-key', 'prk_short', `prk_${'!'.repeat(43)}`, `prk_${'a'.repeat(129)}`, `PRK_${'a'.repeat(43)}`, 'x'.repeat(8_000)];
+      const malformed = [
+        '',
+        'not-a-key',
+        'prk_short',
+        `prk_${'!'.repeat(43)}`,
+        `prk_${'a'.repeat(129)}`,
+        `PRK_${'a'.repeat(43)}`,
+        'x'.repeat(8_000),
+      ];
       for (const key of malformed) expectProblem(await ext(app, key, 'GET', '/items'), 401, 'unauthorized');
       expect(keyLookups).toHaveLength(0);
       expectProblem(await ext(app, `prk_${'A'.repeat(43)}`, 'GET', '/items'), 401, 'unauthorized');
@@ -127,14 +154,22 @@ describe('API2 API keys', () => {
       // Every process has the key cached as valid before the revocation.
       for (const app of apps) expect((await ext(app, key.key, 'GET', '/pipelines')).statusCode).toBe(200);
       const revokedAt = Date.now();
-      await admin(others.apps[1], 'DELETE', `/companies/${tenant.companyId}/api-keys/${key.key_id}`, undefined, 204);
-      const refusedAfter = await Promise.all(apps.map(async (app) => {
-        while (Date.now() - revokedAt < 6_000) {
-          if ((await ext(app, key.key, 'GET', '/pipelines')).statusCode === 401) return Date.now() - revokedAt;
-          await sleep(100);
-        }
-        return Infinity;
-      }));
+      await admin(
+        must(others.apps[1], 'the third web process'),
+        'DELETE',
+        `/companies/${tenant.companyId}/api-keys/${key.key_id}`,
+        undefined,
+        204,
+      );
+      const refusedAfter = await Promise.all(
+        apps.map(async (app) => {
+          while (Date.now() - revokedAt < 6_000) {
+            if ((await ext(app, key.key, 'GET', '/pipelines')).statusCode === 401) return Date.now() - revokedAt;
+            await sleep(100);
+          }
+          return Infinity;
+        }),
+      );
       for (const elapsed of refusedAfter) expect(elapsed).toBeLessThanOrEqual(5_000);
       for (const app of apps) expectProblem(await ext(app, key.key, 'GET', '/pipelines'), 401, 'unauthorized');
     } finally {

@@ -17,31 +17,59 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
-const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, headers?: Record<string, string>) => ext(t.app, own.key, method, url, body, headers);
+const call = (
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE',
+  url: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => ext(t.app, own.key, method, url, body, headers);
 
 /** Every `/v1/ext/` route with path ids, filled with the foreign company's ids. */
 function foreignAddressedRequests() {
   const ids: Record<string, string> = {
-    item_id: foreign.itemId, task_id: foreign.taskId, hook_id: foreign.hookId, pipeline_id: foreign.pipelineId, event_id: foreign.eventId,
+    item_id: foreign.itemId,
+    task_id: foreign.taskId,
+    hook_id: foreign.hookId,
+    pipeline_id: foreign.pipelineId,
+    event_id: foreign.eventId,
   };
-  const bodies: Record<string, unknown> = { 'PATCH /v1/ext/items/:item_id': { name: 'Hijacked' }, 'PATCH /v1/ext/tasks/:task_id': { title: 'Hijacked', is_completed: true } };
-  return t.app.routeTable
-    .filter((route) => route.url.startsWith('/v1/ext/') && route.url.includes(':') && route.method !== 'HEAD')
-    .map((route) => {
-      const method = String(route.method) as 'GET' | 'POST' | 'PATCH' | 'DELETE';
-      const url = route.url.replace('/v1/ext', '').replace(/:([a-z_]+)/g, (_, name: string) => ids[name] ?? 'unknown');
-      return { route: `${method} ${route.url}`, method, url, body: bodies[`${method} ${route.url}`] };
-    });
+  const bodies: Record<string, unknown> = {
+    'PATCH /v1/ext/items/:item_id': { name: 'Hijacked' },
+    'PATCH /v1/ext/tasks/:task_id': { title: 'Hijacked', is_completed: true },
+  };
+  return (
+    t.app.routeTable
+      // An external_id is a name within the caller's own company (an upsert by it creates there), not an address.
+      .filter(
+        (route) =>
+          route.url.startsWith('/v1/ext/') &&
+          route.url.includes(':') &&
+          !route.url.includes(':external_id') &&
+          route.method !== 'HEAD',
+      )
+      .map((route) => {
+        const method = String(route.method) as 'GET' | 'POST' | 'PATCH' | 'DELETE';
+        const url = route.url
+          .replace('/v1/ext', '')
+          .replace(/:([a-z_]+)/g, (_, name: string) => ids[name] ?? 'unknown');
+        return { route: `${method} ${route.url}`, method, url, body: bodies[`${method} ${route.url}`] };
+      })
+  );
 }
 
 describe('API1 broken object level authorization', () => {
   it("answers 404 to every route addressed with another company's ids, and changes none of its records", async () => {
     const before = await foreignSnapshot(t.db, foreign.companyId);
     const requests = foreignAddressedRequests();
-    expect(requests.map((request) => request.route)).toEqual(expect.arrayContaining([
-      'GET /v1/ext/items/:item_id', 'PATCH /v1/ext/items/:item_id', 'PATCH /v1/ext/tasks/:task_id', 'DELETE /v1/ext/hooks/:hook_id',
-      'POST /v1/ext/hooks/:hook_id/deliveries/:event_id/redeliver',
-    ]));
+    expect(requests.map((request) => request.route)).toEqual(
+      expect.arrayContaining([
+        'GET /v1/ext/items/:item_id',
+        'PATCH /v1/ext/items/:item_id',
+        'PATCH /v1/ext/tasks/:task_id',
+        'DELETE /v1/ext/hooks/:hook_id',
+        'POST /v1/ext/hooks/:hook_id/deliveries/:event_id/redeliver',
+      ]),
+    );
     for (const request of requests) {
       const response = await call(request.method, request.url, request.body);
       expect(response.statusCode, request.route).toBe(404);
@@ -49,6 +77,18 @@ describe('API1 broken object level authorization', () => {
     }
     // The caller's own hook with the foreign company's event is no better.
     expectProblem(await call('POST', `/hooks/${own.hookId}/deliveries/${foreign.eventId}/redeliver`), 404, 'not_found');
+    // Upserting by the foreign company's external id creates an item of the caller's own.
+    await t.db.collection('items').updateOne({ _id: foreign.itemId as never }, { $set: { external_id: 'shared-42' } });
+    const snapshot = await foreignSnapshot(t.db, foreign.companyId);
+    const upserted = await call('PUT', '/items/by-external-id/shared-42', {
+      name: 'Mine',
+      pipeline_id: own.pipelineId,
+      stage_id: own.stageIds[0],
+    });
+    expect(upserted.statusCode).toBe(201);
+    expect(upserted.json().item_id).not.toBe(foreign.itemId);
+    expect(await foreignSnapshot(t.db, foreign.companyId)).toBe(snapshot);
+    await t.db.collection('items').updateOne({ _id: foreign.itemId as never }, { $set: { external_id: null } });
     expect(await foreignSnapshot(t.db, foreign.companyId)).toBe(before);
   });
 
@@ -77,57 +117,109 @@ describe('API1 broken object level authorization', () => {
 
 describe('API3 broken object property level authorization (mass assignment)', () => {
   const outputOnly = {
-    short_id: 'I-999', version: 99, created_by: 'usr_000000000000000000000000', completed_at: '2026-01-01T00:00:00Z',
-    created_at: '2020-01-01T00:00:00Z', updated_at: '2020-01-01T00:00:00Z', task_id: 'tsk_000000000000000000000000',
-    item_id: 'itm_000000000000000000000000', company_id: 'cmp_000000000000000000000000', _id: 'x',
+    short_id: 'I-999',
+    version: 99,
+    created_by: 'usr_000000000000000000000000',
+    completed_at: '2026-01-01T00:00:00Z',
+    created_at: '2020-01-01T00:00:00Z',
+    updated_at: '2020-01-01T00:00:00Z',
+    task_id: 'tsk_000000000000000000000000',
+    item_id: 'itm_000000000000000000000000',
+    company_id: 'cmp_000000000000000000000000',
+    _id: 'x',
   };
   const itemBody = () => ({ name: 'Deal', pipeline_id: own.pipelineId, stage_id: own.stageIds[0] });
   const taskBody = { title: 'Call', due_at: '2026-11-22T09:30:00Z' };
   const count = (collection: string) => t.db.collection(collection).countDocuments({ company_id: own.companyId });
   const paths = (body: { errors: Array<{ path: string }> }) => body.errors.map((error) => error.path);
 
-  it.each(Object.entries(outputOnly).filter(([field]) => field !== 'task_id'))('refuses %s on item create and update, changing nothing', async (field, value) => {
-    const items = await count('items');
-    expect(paths(expectProblem(await call('POST', '/items', { ...itemBody(), [field]: value }), 400, 'validation_failed'))).toContain(field);
-    expect(await count('items')).toBe(items);
-    if (field === 'version') return; // on update, version is the expected current version, not a value to set
-    const before = (await call('GET', `/items/${own.itemId}`)).json();
-    expect(paths(expectProblem(await call('PATCH', `/items/${own.itemId}`, { name: 'Changed', [field]: value }), 400, 'validation_failed'))).toContain(field);
-    expect((await call('GET', `/items/${own.itemId}`)).json()).toEqual(before);
-  });
+  it.each(Object.entries(outputOnly).filter(([field]) => field !== 'task_id'))(
+    'refuses %s on item create and update, changing nothing',
+    async (field, value) => {
+      const items = await count('items');
+      expect(
+        paths(expectProblem(await call('POST', '/items', { ...itemBody(), [field]: value }), 400, 'validation_failed')),
+      ).toContain(field);
+      expect(await count('items')).toBe(items);
+      if (field === 'version') return; // on update, version is the expected current version, not a value to set
+      const before = (await call('GET', `/items/${own.itemId}`)).json();
+      expect(
+        paths(
+          expectProblem(
+            await call('PATCH', `/items/${own.itemId}`, { name: 'Changed', [field]: value }),
+            400,
+            'validation_failed',
+          ),
+        ),
+      ).toContain(field);
+      expect((await call('GET', `/items/${own.itemId}`)).json()).toEqual(before);
+    },
+  );
 
-  it.each(Object.entries(outputOnly).filter(([field]) => field !== 'item_id'))('refuses %s on task create and update, changing nothing', async (field, value) => {
-    const tasks = await count('tasks');
-    expect(paths(expectProblem(await call('POST', '/tasks', { ...taskBody, [field]: value }), 400, 'validation_failed'))).toContain(field);
-    expect(await count('tasks')).toBe(tasks);
-    const before = (await call('GET', `/tasks/${own.taskId}`)).json();
-    expect(paths(expectProblem(await call('PATCH', `/tasks/${own.taskId}`, { title: 'Changed', [field]: value }), 400, 'validation_failed'))).toContain(field);
-    expect((await call('GET', `/tasks/${own.taskId}`)).json()).toEqual(before);
-  });
+  it.each(Object.entries(outputOnly).filter(([field]) => field !== 'item_id'))(
+    'refuses %s on task create and update, changing nothing',
+    async (field, value) => {
+      const tasks = await count('tasks');
+      expect(
+        paths(expectProblem(await call('POST', '/tasks', { ...taskBody, [field]: value }), 400, 'validation_failed')),
+      ).toContain(field);
+      expect(await count('tasks')).toBe(tasks);
+      const before = (await call('GET', `/tasks/${own.taskId}`)).json();
+      expect(
+        paths(
+          expectProblem(
+            await call('PATCH', `/tasks/${own.taskId}`, { title: 'Changed', [field]: value }),
+            400,
+            'validation_failed',
+          ),
+        ),
+      ).toContain(field);
+      expect((await call('GET', `/tasks/${own.taskId}`)).json()).toEqual(before);
+    },
+  );
 });
 
 describe('API4 unrestricted resource consumption', () => {
   it.each(['/items', '/tasks'])('caps %s pages at 200 (201 is a 400, never clamped)', async (path) => {
     expect((await call('GET', `${path}?limit=200`)).statusCode).toBe(200);
-    for (const limit of ['201', '0', '-1', '1e9', '100000000000000000000']) expectProblem(await call('GET', `${path}?limit=${limit}`), 400, 'validation_failed');
+    for (const limit of ['201', '0', '-1', '1e9', '100000000000000000000'])
+      expectProblem(await call('GET', `${path}?limit=${limit}`), 400, 'validation_failed');
     expectProblem(await call('GET', `${path}?limit=1&limit=2`), 400, 'validation_failed');
   });
 
   it('refuses a body over 1 MiB with 413 before doing anything with it', async () => {
     const items = await t.db.collection('items').countDocuments({});
-    const body = JSON.stringify({ name: 'x'.repeat(1024 * 1024), pipeline_id: own.pipelineId, stage_id: own.stageIds[0] });
-    const response = await t.app.inject({ method: 'POST', url: '/v1/ext/items', headers: { 'x-api-key': own.key, 'content-type': 'application/json' }, payload: body });
+    const body = JSON.stringify({
+      name: 'x'.repeat(1024 * 1024),
+      pipeline_id: own.pipelineId,
+      stage_id: own.stageIds[0],
+    });
+    const response = await t.app.inject({
+      method: 'POST',
+      url: '/v1/ext/items',
+      headers: { 'x-api-key': own.key, 'content-type': 'application/json' },
+      payload: body,
+    });
     expectProblem(response, 413, 'payload_too_large');
     expect(await t.db.collection('items').countDocuments({})).toBe(items);
   });
 
   it.each([
     ['arrays', (depth: number) => '['.repeat(depth) + ']'.repeat(depth)],
-    ['objects in metadata', (depth: number) => `{"name":"x","pipeline_id":"${own.pipelineId}","stage_id":"${own.stageIds[0]}","metadata":{"deal_value":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}}`],
+    [
+      'objects in metadata',
+      (depth: number) =>
+        `{"name":"x","pipeline_id":"${own.pipelineId}","stage_id":"${own.stageIds[0]}","metadata":{"deal_value":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}}`,
+    ],
   ])('answers deeply nested %s with 400, with or without an Idempotency-Key', async (_, nested) => {
     for (const depth of [100, 10_000, 100_000]) {
       for (const headers of [{}, { 'idempotency-key': `deep-${depth}-${Math.random()}` }]) {
-        const response = await t.app.inject({ method: 'POST', url: '/v1/ext/items', headers: { 'x-api-key': own.key, 'content-type': 'application/json', ...headers }, payload: nested(depth) });
+        const response = await t.app.inject({
+          method: 'POST',
+          url: '/v1/ext/items',
+          headers: { 'x-api-key': own.key, 'content-type': 'application/json', ...headers },
+          payload: nested(depth),
+        });
         expectProblem(response, 400, 'validation_failed');
       }
     }

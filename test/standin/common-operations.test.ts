@@ -1,7 +1,7 @@
-import { Query, updateOne } from 'mingo';
 import { Long } from 'bson';
-import { compileFilter, MINGO_OPTIONS, projectDocs } from '../../src/dev/mongo-standin/query.js';
+import { Query, updateOne } from 'mingo';
 import { describe, expect, it } from 'vitest';
+import { compileFilter, MINGO_OPTIONS, projectDocs } from '../../src/dev/mongo-standin/query.js';
 import { applyUpdate, parseUpdate } from '../../src/dev/mongo-standin/updates.js';
 import { clone, type Doc } from '../../src/dev/mongo-standin/values.js';
 
@@ -14,10 +14,20 @@ const documents: Doc[] = [
   { _id: 3, a: 0, arr: [], n: null },
 ];
 const updates: Doc[] = [
-  { $set: { a: 2, c: 'new' } }, { $set: { a: 1 } }, { $unset: { a: '', zz: '' } }, { $inc: { a: 5, k: 1 } }, { $inc: { a: 0 } },
-  { $push: { arr: { $each: [4, 5] } } }, { $push: { arr: { $each: [4, 5], $slice: -2 } } }, { $push: { arr: { $each: [9], $slice: 2 } } },
-  { $push: { newarr: { $each: [{ q: 1 }] } } }, { $set: { o: { p: 1 } } }, { $set: { o: { p: 2 } }, $unset: { b: '' } },
-  { $set: { d: new Date(5) } }, { $set: { d: new Date(6) } }, { $push: { arr: { $each: [1], $slice: -50 } }, $set: { u: 1 } },
+  { $set: { a: 2, c: 'new' } },
+  { $set: { a: 1 } },
+  { $unset: { a: '', zz: '' } },
+  { $inc: { a: 5, k: 1 } },
+  { $inc: { a: 0 } },
+  { $push: { arr: { $each: [4, 5] } } },
+  { $push: { arr: { $each: [4, 5], $slice: -2 } } },
+  { $push: { arr: { $each: [9], $slice: 2 } } },
+  { $push: { newarr: { $each: [{ q: 1 }] } } },
+  { $set: { o: { p: 1 } } },
+  { $set: { o: { p: 2 } }, $unset: { b: '' } },
+  { $set: { d: new Date(5) } },
+  { $set: { d: new Date(6) } },
+  { $push: { arr: { $each: [1], $slice: -50 } }, $set: { u: 1 } },
 ];
 
 describe('common updates applied by the stand-in itself', () => {
@@ -45,8 +55,16 @@ describe('scalar equality filters matched by the stand-in itself', () => {
     { _id: 'd', n: '5' },
   ];
   const filters: Doc[] = [
-    { company_id: 'c1' }, { company_id: 'c1', n: 5 }, { n: 5 }, { n: '5' }, { flag: true }, { flag: false },
-    { _id: 'b', company_id: 'c2' }, { tags: 'c1' }, { missing: 'x' }, { company_id: 'c3', _id: 'c' },
+    { company_id: 'c1' },
+    { company_id: 'c1', n: 5 },
+    { n: 5 },
+    { n: '5' },
+    { flag: true },
+    { flag: false },
+    { _id: 'b', company_id: 'c2' },
+    { tags: 'c1' },
+    { missing: 'x' },
+    { company_id: 'c3', _id: 'c' },
   ];
   for (const filter of filters) {
     it(JSON.stringify(filter), () => {
@@ -64,8 +82,14 @@ describe('top-level projections applied by the stand-in itself', () => {
     { _id: 'c' },
   ];
   const projections: Doc[] = [
-    { pending_events: 0 }, { pending_events: 0, nested: false }, { name: 1 }, { name: true, n: 1, _id: 0 }, { _id: 1 }, { _id: 0 },
-    { missing: 1 }, { missing: 0 },
+    { pending_events: 0 },
+    { pending_events: 0, nested: false },
+    { name: 1 },
+    { name: true, n: 1, _id: 0 },
+    { _id: 1 },
+    { _id: 0 },
+    { missing: 1 },
+    { missing: 0 },
   ];
   for (const projection of projections) {
     it(JSON.stringify(projection), () => {
@@ -73,7 +97,9 @@ describe('top-level projections applied by the stand-in itself', () => {
       const projected = projectDocs(stored, projection);
       expect(projected).toEqual(reference);
       // Stored field order, as MongoDB keeps it.
-      expect(projected.map((doc) => Object.keys(doc))).toEqual(stored.map((doc) => Object.keys(doc).filter((key) => key in projected[stored.indexOf(doc)])));
+      expect(projected.map((doc) => Object.keys(doc))).toEqual(
+        stored.map((doc) => Object.keys(doc).filter((key) => key in (projected[stored.indexOf(doc)] ?? {}))),
+      );
     });
   }
 });

@@ -5,11 +5,21 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import {
-  Binary, type Collection, Decimal128, type Db, type Document, Long, MongoBulkWriteError, MongoClient,
-  MongoServerError, ObjectId,
+  Binary,
+  type Collection,
+  Decimal128,
+  type Db,
+  type Document,
+  Long,
+  MongoBulkWriteError,
+  MongoClient,
+  MongoServerError,
+  ObjectId,
 } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMongoStandin } from '../../src/dev/mongo-standin/index.js';
+import { normaliseSpec } from '../../src/dev/mongo-standin/indexes.js';
+import { Store } from '../../src/dev/mongo-standin/storage.js';
 
 const REAL_URL = process.env.MONGO_URL;
 const isReal = !!REAL_URL;
@@ -25,7 +35,7 @@ beforeAll(async () => {
   else {
     const standin = await startMongoStandin({ port: 0, quiet: true });
     uri = standin.uri;
-    stopStandin = standin.close;
+    stopStandin = () => standin.close();
   }
   client = new MongoClient(uri, { maxPoolSize: 100, serverSelectionTimeoutMS: 5000 });
   await client.connect();
@@ -34,7 +44,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await db?.dropDatabase().catch(() => undefined);
-  await client?.db(`${dbName}_x`).dropDatabase().catch(() => undefined);
+  await client
+    ?.db(`${dbName}_x`)
+    .dropDatabase()
+    .catch(() => undefined);
   await client?.close();
   await stopStandin?.();
 });
@@ -67,7 +80,10 @@ describe('CRUD', () => {
     expect(many.insertedCount).toBe(3);
 
     expect(await c.findOne({ _id: one.insertedId })).toMatchObject({ name: 'ann', age: 30 });
-    const older = await c.find({ age: { $gte: 30 } }).sort({ age: -1 }).toArray();
+    const older = await c
+      .find({ age: { $gte: 30 } })
+      .sort({ age: -1 })
+      .toArray();
     expect(older.map((d) => d.name)).toEqual(['dee', 'cy', 'ann']);
 
     const u1 = await c.updateOne({ name: 'bob' }, { $set: { age: 26 } });
@@ -141,7 +157,11 @@ describe('update operators', () => {
     await c.updateOne({ _id: 1 as never }, { $addToSet: { tags: { $each: ['a', 'b', 'b'] } } });
     await c.updateOne({ _id: 1 as never }, { $pull: { nums: { $gte: 4 } } as never });
     expect(await c.findOne({ _id: 1 as never })).toEqual({
-      _id: 1, log: [3, 4, 5], tags: ['a', 'b'], nums: [1, 2, 3], fresh: [2, 3],
+      _id: 1,
+      log: [3, 4, 5],
+      tags: ['a', 'b'],
+      nums: [1, 2, 3],
+      fresh: [2, 3],
     });
   });
 
@@ -172,7 +192,7 @@ describe('update operators', () => {
   it('reports type errors instead of silently ignoring them', async () => {
     const c = coll();
     await c.insertOne({ _id: 1 as never, s: 'text' });
-    expect((await expectServerError(c.updateOne({ _id: 1 as never }, { $inc: { s: 1 } as never }))).code).toBe(14);
+    expect((await expectServerError(c.updateOne({ _id: 1 as never }, { $inc: { s: 1 } }))).code).toBe(14);
     expect((await expectServerError(c.updateOne({ _id: 1 as never }, { $push: { s: 1 } as never }))).code).toBe(2);
   });
 });
@@ -192,14 +212,18 @@ describe('findOneAndUpdate compare-and-set', () => {
       const cc = casClient.db(dbName).collection(c.collectionName);
       const results = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>
-          cc.findOneAndUpdate({ _id, version: 1 }, { $set: { winner: i }, $inc: { version: 1 } }, { returnDocument: 'after' }),
+          cc.findOneAndUpdate(
+            { _id, version: 1 },
+            { $set: { winner: i }, $inc: { version: 1 } },
+            { returnDocument: 'after' },
+          ),
         ),
       );
       const winners = results.filter((r) => r !== null);
       expect(winners).toHaveLength(1);
-      expect(winners[0]!.version).toBe(2);
+      expect(winners[0].version).toBe(2);
       const final = await c.findOne({ _id });
-      expect(final).toEqual({ _id, version: 2, winner: winners[0]!.winner });
+      expect(final).toEqual({ _id, version: 2, winner: winners[0].winner });
       expect(connectionIds.size).toBeGreaterThan(1);
     } finally {
       await casClient.close();
@@ -213,7 +237,11 @@ describe('findOneAndUpdate compare-and-set', () => {
       { q: 'x', p: 1 },
       { q: 'x', p: 2 },
     ]);
-    const first = await c.findOneAndUpdate({ q: 'x' }, { $set: { taken: true } }, { sort: { p: 1 }, projection: { _id: 0, p: 1 } });
+    const first = await c.findOneAndUpdate(
+      { q: 'x' },
+      { $set: { taken: true } },
+      { sort: { p: 1 }, projection: { _id: 0, p: 1 } },
+    );
     expect(first).toEqual({ p: 1 });
     const removed = await c.findOneAndDelete({ q: 'x' }, { sort: { p: -1 } });
     expect(removed).toMatchObject({ p: 3 });
@@ -275,7 +303,9 @@ describe('unique indexes', () => {
     expect(upd.code).toBe(11000);
     expect(upd.keyValue).toEqual({ tenant: 't', slug: 'a' });
 
-    const ups = await expectServerError(c.updateOne({ slug: 'zzz', other: 1 }, { $set: { tenant: 't', slug: 'a' } }, { upsert: true }));
+    const ups = await expectServerError(
+      c.updateOne({ slug: 'zzz', other: 1 }, { $set: { tenant: 't', slug: 'a' } }, { upsert: true }),
+    );
     expect(ups.code).toBe(11000);
 
     const fam = await expectServerError(c.findOneAndUpdate({ slug: 'b' }, { $set: { slug: 'a' } }));
@@ -346,7 +376,8 @@ describe('TTL', () => {
   it(
     'removes expired documents',
     async () => {
-      if (isReal) await client.db('admin').command({ setParameter: 1, ttlMonitorSleepSecs: 1 }).catch(() => undefined);
+      // MongoDB's TTL monitor passes every 60 s by default; both servers take the parameter that shortens it.
+      const was = await client.db('admin').command({ setParameter: 1, ttlMonitorSleepSecs: 1 });
       const c = coll();
       await c.createIndex({ createdAt: 1 }, { expireAfterSeconds: 3600 });
       const old = new Date(Date.now() - 2 * 3600_000);
@@ -355,13 +386,17 @@ describe('TTL', () => {
         { k: 'fresh', createdAt: new Date() },
         { k: 'noDate', createdAt: 'not a date' },
       ]);
-      const deadline = Date.now() + (isReal ? 90_000 : 2000);
+      const deadline = Date.now() + (isReal ? 90_000 : 5000);
       while ((await c.countDocuments({ k: 'old' })) > 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, isReal ? 1000 : 20));
       }
-      expect((await c.find({}, { projection: { _id: 0, k: 1 } }).toArray()).map((d) => d.k).sort()).toEqual(['fresh', 'noDate']);
+      expect((await c.find({}, { projection: { _id: 0, k: 1 } }).toArray()).map((d) => d.k).sort()).toEqual([
+        'fresh',
+        'noDate',
+      ]);
       const idx = (await c.listIndexes().toArray()).find((i) => i.name === 'createdAt_1');
       expect(idx?.expireAfterSeconds).toBe(3600);
+      await client.db('admin').command({ setParameter: 1, ttlMonitorSleepSecs: was.was });
     },
     isReal ? 120_000 : 10_000,
   );
@@ -376,7 +411,10 @@ describe('cursors and paging', () => {
     const mon = new MongoClient(uri, { monitorCommands: true });
     mon.on('commandStarted', (e) => e.commandName === 'getMore' && getMores++);
     try {
-      const cursor = mon.db(dbName).collection(c.collectionName).find({}, { sort: { seq: 1 }, batchSize: 100 });
+      const cursor = mon
+        .db(dbName)
+        .collection(c.collectionName)
+        .find({}, { sort: { seq: 1 }, batchSize: 100 });
       const seen: number[] = [];
       for await (const d of cursor) seen.push(d.seq);
       expect(seen).toEqual(Array.from({ length: 5000 }, (_, i) => i));
@@ -384,7 +422,13 @@ describe('cursors and paging', () => {
     } finally {
       await mon.close();
     }
-    const limited = await c.find({ seq: { $lt: 1000 } }).sort({ seq: -1 }).skip(10).limit(250).batchSize(100).toArray();
+    const limited = await c
+      .find({ seq: { $lt: 1000 } })
+      .sort({ seq: -1 })
+      .skip(10)
+      .limit(250)
+      .batchSize(100)
+      .toArray();
     expect(limited.map((d) => d.seq)).toEqual(Array.from({ length: 250 }, (_, i) => 989 - i));
     const negative = await c.find({}).sort({ seq: 1 }).limit(-5).toArray();
     expect(negative.map((d) => d.seq)).toEqual([0, 1, 2, 3, 4]);
@@ -435,14 +479,25 @@ describe('queries and aggregation', () => {
       { team: 'c', pts: 1, tags: ['z'] },
     ]);
     const grouped = await c
-      .aggregate([{ $match: { pts: { $gte: 2 } } }, { $group: { _id: '$team', total: { $sum: '$pts' }, n: { $sum: 1 } } }, { $sort: { total: -1 } }])
+      .aggregate([
+        { $match: { pts: { $gte: 2 } } },
+        { $group: { _id: '$team', total: { $sum: '$pts' }, n: { $sum: 1 } } },
+        { $sort: { total: -1 } },
+      ])
       .toArray();
     expect(grouped).toEqual([
       { _id: 'a', total: 7, n: 2 },
       { _id: 'b', total: 5, n: 1 },
     ]);
     const unwound = await c
-      .aggregate([{ $unwind: '$tags' }, { $addFields: { t: '$tags' } }, { $project: { _id: 0, t: 1 } }, { $sort: { t: 1 } }, { $skip: 1 }, { $limit: 2 }])
+      .aggregate([
+        { $unwind: '$tags' },
+        { $addFields: { t: '$tags' } },
+        { $project: { _id: 0, t: 1 } },
+        { $sort: { t: 1 } },
+        { $skip: 1 },
+        { $limit: 2 },
+      ])
       .toArray();
     expect(unwound).toEqual([{ t: 'x' }, { t: 'y' }]);
     expect(await c.aggregate([{ $match: { team: 'a' } }, { $count: 'n' }]).toArray()).toEqual([{ n: 2 }]);
@@ -473,11 +528,24 @@ describe('queries and aggregation', () => {
 
   it('round-trips BSON types and compares ObjectIds and Dates correctly', async () => {
     const c = coll();
-    const ids = [new ObjectId(), new ObjectId(), new ObjectId()];
-    const dates = [new Date('2024-03-01T00:00:00Z'), new Date('2023-01-01T00:00:00Z'), new Date('2025-06-01T12:00:00Z')];
+    const ids = [new ObjectId(), new ObjectId(), new ObjectId()] as const;
+    const dates = [
+      new Date('2024-03-01T00:00:00Z'),
+      new Date('2023-01-01T00:00:00Z'),
+      new Date('2025-06-01T12:00:00Z'),
+    ] as const;
     const big = Long.fromString('1152921504606846976');
     await c.insertMany([
-      { _id: ids[1], at: dates[0], n: Long.fromNumber(42), big, dec: Decimal128.fromString('12.345'), nested: { deep: { arr: [1, { x: 'y' }] } }, bin: new Binary(Buffer.from('hi')), nil: null },
+      {
+        _id: ids[1],
+        at: dates[0],
+        n: Long.fromNumber(42),
+        big,
+        dec: Decimal128.fromString('12.345'),
+        nested: { deep: { arr: [1, { x: 'y' }] } },
+        bin: new Binary(Buffer.from('hi')),
+        nil: null,
+      },
       { _id: ids[0], at: dates[1] },
       { _id: ids[2], at: dates[2], ref: ids[0] },
     ]);
@@ -571,7 +639,13 @@ describe('errors', () => {
     if (hello.setName || hello.msg === 'isdbgrid') return;
     const c = coll();
     const err = await expectServerError(
-      db.command({ insert: c.collectionName, documents: [{ a: 1 }], txnNumber: Long.fromNumber(1), startTransaction: true, autocommit: false }),
+      db.command({
+        insert: c.collectionName,
+        documents: [{ a: 1 }],
+        txnNumber: Long.fromNumber(1),
+        startTransaction: true,
+        autocommit: false,
+      }),
     );
     expect(err.code).toBe(20);
     expect(await c.countDocuments()).toBe(0);
@@ -581,7 +655,14 @@ describe('errors', () => {
 describe.skipIf(isReal)('stand-in specifics', () => {
   it('describes a standalone 7.0 server', async () => {
     const hello = await db.admin().command({ hello: 1 });
-    expect(hello).toMatchObject({ isWritablePrimary: true, helloOk: true, maxWireVersion: 21, minWireVersion: 0, logicalSessionTimeoutMinutes: 30, ok: 1 });
+    expect(hello).toMatchObject({
+      isWritablePrimary: true,
+      helloOk: true,
+      maxWireVersion: 21,
+      minWireVersion: 0,
+      logicalSessionTimeoutMinutes: 30,
+      ok: 1,
+    });
     expect(hello).not.toHaveProperty('setName');
     expect(hello).not.toHaveProperty('msg');
     const info = await db.admin().command({ buildInfo: 1 });
@@ -592,7 +673,9 @@ describe.skipIf(isReal)('stand-in specifics', () => {
   it('rejects unsupported options instead of answering wrongly', async () => {
     const c = coll();
     await c.insertOne({ a: 'A' });
-    expect((await expectServerError(c.find({ a: 'a' }, { collation: { locale: 'en', strength: 2 } }).toArray())).code).toBe(238);
+    expect(
+      (await expectServerError(c.find({ a: 'a' }, { collation: { locale: 'en', strength: 2 } }).toArray())).code,
+    ).toBe(238);
     expect((await expectServerError(c.find({ $where: 'this.a' } as never).toArray())).code).toBe(238);
     expect((await expectServerError(c.aggregate([{ $out: 'x' }]).toArray())).code).toBe(238);
     expect((await expectServerError(c.createIndex({ a: 'text' }))).code).toBe(238);
@@ -600,21 +683,21 @@ describe.skipIf(isReal)('stand-in specifics', () => {
     expect(await c.find({ a: 'A' }, { collation: { locale: 'simple' } }).toArray()).toHaveLength(1);
   });
 
-  it('looks up by _id and unique keys quickly in a large collection', async () => {
+  it('answers lookups by _id and by the leading fields of an index from its maps, without a scan', async () => {
+    // In process: what the wire cannot show (on a loaded machine a round trip costs more than a scan).
+    const store = new Store();
+    const stored = store.ensure('db', 'c');
+    stored.addIndex(normaliseSpec({ key: { email: 1 }, name: 'email_1', unique: true }));
+    for (let i = 0; i < 20_000; i++) stored.insert({ _id: i, email: `u${i}@x`, group: i % 10 });
+    expect([...stored.candidates({ _id: 37 })].map((d) => d._id)).toEqual([37]);
+    expect([...stored.candidates({ email: 'u53@x', group: 3 })].map((d) => d._id)).toEqual([53]);
+    expect([...stored.candidates({ email: { $in: ['u1@x', 'u2@x'] } })].map((d) => d._id).sort()).toEqual([1, 2]);
+    expect([...stored.candidates({ group: 3 })]).toHaveLength(20_000); // no index: the caller scans
+
     const c = coll();
-    await c.createIndex({ email: 1 }, { unique: true });
-    const docs = Array.from({ length: 20_000 }, (_, i) => ({ _id: i as never, email: `u${i}@x`, group: i % 10 }));
-    await c.insertMany(docs);
-    const started = Date.now();
-    for (let i = 0; i < 500; i++) {
-      const byId = await c.findOne({ _id: ((i * 37) % 20_000) as never });
-      const byEmail = await c.findOne({ email: `u${(i * 53) % 20_000}@x` });
-      expect(byId).not.toBeNull();
-      expect(byEmail).not.toBeNull();
-    }
-    expect(Date.now() - started).toBeLessThan(5000);
+    await c.insertMany(Array.from({ length: 2_000 }, (_, i) => ({ _id: i as never, group: i % 10 })));
     const top = await c.find({ group: 3 }).sort({ _id: -1 }).limit(3).toArray();
-    expect(top.map((d) => d._id)).toEqual([19_993, 19_983, 19_973]);
+    expect(top.map((d) => d._id)).toEqual([1_993, 1_983, 1_973]);
   });
 });
 

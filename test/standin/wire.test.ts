@@ -15,7 +15,7 @@ let close: () => Promise<void>;
 beforeAll(async () => {
   const s = await startMongoStandin({ quiet: true });
   port = s.port;
-  close = s.close;
+  close = () => s.close();
 });
 afterAll(() => close());
 
@@ -98,7 +98,12 @@ async function connect() {
 describe('wire protocol', () => {
   it('answers OP_MSG with a checksum and reads kind-1 document sequences', async () => {
     const c = await connect();
-    c.sock.write(opMsg({ insert: 'seq', $db: 'wire', ordered: true }, { flags: 1, sequence: ['documents', [{ _id: 1 }, { _id: 2 }]] }));
+    c.sock.write(
+      opMsg(
+        { insert: 'seq', $db: 'wire', ordered: true },
+        { flags: 1, sequence: ['documents', [{ _id: 1 }, { _id: 2 }]] },
+      ),
+    );
     const ins = await c.next();
     expect(ins.opCode).toBe(2013);
     expect(ins.doc).toEqual({ n: 2, ok: 1 });
@@ -111,7 +116,12 @@ describe('wire protocol', () => {
 
   it('sends no reply for moreToCome', async () => {
     const c = await connect();
-    c.sock.write(opMsg({ insert: 'fire', $db: 'wire', writeConcern: { w: 0 } }, { flags: 2, sequence: ['documents', [{ _id: 'x' }]] }));
+    c.sock.write(
+      opMsg(
+        { insert: 'fire', $db: 'wire', writeConcern: { w: 0 } },
+        { flags: 2, sequence: ['documents', [{ _id: 'x' }]] },
+      ),
+    );
     c.sock.write(opMsg({ ping: 1, $db: 'admin' }, { id: 4242 }));
     const reply = await c.next();
     expect(reply.responseTo).toBe(4242);
@@ -137,7 +147,12 @@ describe('wire protocol', () => {
   it('shapes errors like MongoDB and survives bad BSON', async () => {
     const c = await connect();
     c.sock.write(opMsg({ frobnicate: 1, $db: 'admin' }));
-    expect((await c.next()).doc).toEqual({ ok: 0, errmsg: "no such command: 'frobnicate'", code: 59, codeName: 'CommandNotFound' });
+    expect((await c.next()).doc).toEqual({
+      ok: 0,
+      errmsg: "no such command: 'frobnicate'",
+      code: 59,
+      codeName: 'CommandNotFound',
+    });
     const bad = opMsg({ ping: 1, $db: 'admin' });
     bad[25] = 0x99; // unknown BSON element type inside a well-framed message
     c.sock.write(bad);

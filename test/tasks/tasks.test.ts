@@ -16,7 +16,8 @@ const paths = (body: { errors: Array<{ path: string }> }) => body.errors.map((er
 const post = (body: unknown, who = tenant) => ext(t.app, who.key, 'POST', '/tasks', body);
 const patch = (taskId: string, body: unknown, who = tenant) => ext(t.app, who.key, 'PATCH', `/tasks/${taskId}`, body);
 const stored = async (taskId: string) => (await t.db.collection('tasks').findOne({ _id: taskId as never }))!;
-const eventTypes = async (taskId: string) => ((await stored(taskId)).pending_events ?? []).map((event: { type: string }) => event.type);
+const eventTypes = async (taskId: string) =>
+  ((await stored(taskId)).pending_events ?? []).map((event: { type: string }) => event.type);
 
 describe('creating a task', () => {
   it('answers 201 with exactly the spec keys, in order, defaults applied and unset fields null', async () => {
@@ -24,27 +25,65 @@ describe('creating a task', () => {
     expect(response.statusCode, response.body).toBe(201);
     const task = response.json();
     expect(Object.keys(task)).toEqual([
-      'task_id', 'title', 'due_at', 'assigned_to', 'description', 'priority', 'task_type', 'item_id', 'duration_minutes',
-      'reminder_minutes', 'notes', 'is_completed', 'created_by', 'completed_at', 'created_at', 'updated_at',
+      'task_id',
+      'title',
+      'due_at',
+      'assigned_to',
+      'description',
+      'priority',
+      'task_type',
+      'item_id',
+      'duration_minutes',
+      'reminder_minutes',
+      'notes',
+      'is_completed',
+      'created_by',
+      'completed_at',
+      'created_at',
+      'updated_at',
     ]);
     expect(task).toMatchObject({
-      title: 'Call Acme', due_at: DUE, assigned_to: tenant.userId, description: null, priority: 'none', task_type: 'to_do',
-      item_id: null, duration_minutes: null, reminder_minutes: null, notes: null, is_completed: false,
-      created_by: tenant.userId, completed_at: null,
+      title: 'Call Acme',
+      due_at: DUE,
+      assigned_to: tenant.userId,
+      description: null,
+      priority: 'none',
+      task_type: 'to_do',
+      item_id: null,
+      duration_minutes: null,
+      reminder_minutes: null,
+      notes: null,
+      is_completed: false,
+      created_by: tenant.userId,
+      completed_at: null,
     });
     expect(task.task_id).toMatch(/^tsk_/);
     expect(task.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     expect(task.updated_at).toBe(task.created_at);
     expect((await ext(t.app, tenant.key, 'GET', `/tasks/${task.task_id}`)).json()).toEqual(task);
-    expect(await stored(task.task_id)).toMatchObject({ company_id: tenant.companyId, revision: 1, overdue_fired_for: null });
+    expect(await stored(task.task_id)).toMatchObject({
+      company_id: tenant.companyId,
+      revision: 1,
+      overdue_fired_for: null,
+    });
   });
 
   it('keeps every supplied field and accepts a colleague and an item of the company', async () => {
-    const colleague = (await admin(t.app, 'POST', `/companies/${tenant.companyId}/users`, { name: 'Bo', email: 'bo@example.com' }, 201)).json();
+    const colleague = (
+      await admin(t.app, 'POST', `/companies/${tenant.companyId}/users`, { name: 'Bo', email: 'bo@example.com' }, 201)
+    ).json();
     const item = await createItem(t.app, tenant);
     const body = {
-      title: 'Demo', due_at: DUE, assigned_to: colleague.user_id, description: 'Show v2', priority: 'urgent', task_type: 'meeting',
-      item_id: item.item_id, duration_minutes: 525_600, reminder_minutes: 0, notes: 'Bring slides',
+      title: 'Demo',
+      due_at: DUE,
+      assigned_to: colleague.user_id,
+      description: 'Show v2',
+      priority: 'urgent',
+      task_type: 'meeting',
+      item_id: item.item_id,
+      duration_minutes: 525_600,
+      reminder_minutes: 0,
+      notes: 'Bring slides',
     };
     const task = await createTask(t.app, tenant, body);
     expect(task).toMatchObject({ ...body, created_by: tenant.userId });
@@ -53,39 +92,96 @@ describe('creating a task', () => {
   it('requires title and due_at and rejects bad values, naming each path', async () => {
     expect(paths(expectProblem(await post({}), 400, 'validation_failed'))).toEqual(['due_at', 'title']);
     const bad = await post({
-      title: ' ', due_at: 'tomorrow', priority: 'critical', task_type: 'lunch', duration_minutes: 525_601, reminder_minutes: -1,
-      is_completed: 'yes', description: 'x'.repeat(10_001),
+      title: ' ',
+      due_at: 'tomorrow',
+      priority: 'critical',
+      task_type: 'lunch',
+      duration_minutes: 525_601,
+      reminder_minutes: -1,
+      is_completed: 'yes',
+      description: 'x'.repeat(10_001),
     });
-    expect(paths(expectProblem(bad, 400, 'validation_failed'))).toEqual(
-      ['description', 'due_at', 'duration_minutes', 'is_completed', 'priority', 'reminder_minutes', 'task_type', 'title'],
-    );
-    expect(paths(expectProblem(await post({ title: 'x'.repeat(501), due_at: DUE, duration_minutes: 1.5 }), 400, 'validation_failed'))).toEqual(['duration_minutes', 'title']);
-    expect(paths(expectProblem(await post({ title: 'x', due_at: '2026-11-22' }), 400, 'validation_failed'))).toEqual(['due_at']);
-    expect(paths(expectProblem(await post({ title: 'x', due_at: '2026-02-30T10:30:00Z' }), 400, 'validation_failed'))).toEqual(['due_at']);
-    expect(paths(expectProblem(await post({ title: 'x', due_at: '2026-11-22T24:30:00Z' }), 400, 'validation_failed'))).toEqual(['due_at']);
+    expect(paths(expectProblem(bad, 400, 'validation_failed'))).toEqual([
+      'description',
+      'due_at',
+      'duration_minutes',
+      'is_completed',
+      'priority',
+      'reminder_minutes',
+      'task_type',
+      'title',
+    ]);
+    expect(
+      paths(
+        expectProblem(
+          await post({ title: 'x'.repeat(501), due_at: DUE, duration_minutes: 1.5 }),
+          400,
+          'validation_failed',
+        ),
+      ),
+    ).toEqual(['duration_minutes', 'title']);
+    expect(paths(expectProblem(await post({ title: 'x', due_at: '2026-11-22' }), 400, 'validation_failed'))).toEqual([
+      'due_at',
+    ]);
+    expect(
+      paths(expectProblem(await post({ title: 'x', due_at: '2026-02-30T10:30:00Z' }), 400, 'validation_failed')),
+    ).toEqual(['due_at']);
+    expect(
+      paths(expectProblem(await post({ title: 'x', due_at: '2026-11-22T24:30:00Z' }), 400, 'validation_failed')),
+    ).toEqual(['due_at']);
   });
 
   it('rejects unknown and output-only fields', async () => {
-    const outputOnly = { task_id: 'tsk_x', created_by: tenant.userId, completed_at: DUE, created_at: DUE, updated_at: DUE };
-    for (const extra of [...Object.entries(outputOnly).map(([key, value]) => ({ [key]: value })), { colour: 'red' }, { company_id: 'cmp_x' }]) {
+    const outputOnly = {
+      task_id: 'tsk_x',
+      created_by: tenant.userId,
+      completed_at: DUE,
+      created_at: DUE,
+      updated_at: DUE,
+    };
+    for (const extra of [
+      ...Object.entries(outputOnly).map(([key, value]) => ({ [key]: value })),
+      { colour: 'red' },
+      { company_id: 'cmp_x' },
+    ]) {
       const body = expectProblem(await post({ title: 'x', due_at: DUE, ...extra }), 400, 'validation_failed');
       expect(paths(body)).toEqual(Object.keys(extra));
     }
     const task = await createTask(t.app, tenant);
-    expect(paths(expectProblem(await patch(task.task_id, { completed_at: DUE, revision: 3 }), 400, 'validation_failed'))).toEqual(['completed_at', 'revision']);
+    expect(
+      paths(expectProblem(await patch(task.task_id, { completed_at: DUE, revision: 3 }), 400, 'validation_failed')),
+    ).toEqual(['completed_at', 'revision']);
   });
 
   it('refuses an assignee or item that is not in the caller company, reporting both', async () => {
     const other = await createTenant(t.app);
     const foreignItem = await createItem(t.app, other);
-    const both = expectProblem(await post({ title: 'x', due_at: DUE, assigned_to: other.userId, item_id: foreignItem.item_id }), 400, 'validation_failed');
+    const both = expectProblem(
+      await post({ title: 'x', due_at: DUE, assigned_to: other.userId, item_id: foreignItem.item_id }),
+      400,
+      'validation_failed',
+    );
     expect(paths(both)).toEqual(['assigned_to', 'item_id']);
     // Alongside schema problems too: errors[] lists every problem at once.
-    const mixed = expectProblem(await post({ title: '', due_at: 'soon', assigned_to: other.userId, item_id: foreignItem.item_id }), 400, 'validation_failed');
+    const mixed = expectProblem(
+      await post({ title: '', due_at: 'soon', assigned_to: other.userId, item_id: foreignItem.item_id }),
+      400,
+      'validation_failed',
+    );
     expect(paths(mixed)).toEqual(['assigned_to', 'due_at', 'item_id', 'title']);
-    expect(paths(expectProblem(await post({ title: 'x', due_at: DUE, assigned_to: 'usr_000000000000000000000000' }), 400, 'validation_failed'))).toEqual(['assigned_to']);
+    expect(
+      paths(
+        expectProblem(
+          await post({ title: 'x', due_at: DUE, assigned_to: 'usr_000000000000000000000000' }),
+          400,
+          'validation_failed',
+        ),
+      ),
+    ).toEqual(['assigned_to']);
     const task = await createTask(t.app, tenant);
-    expect(paths(expectProblem(await patch(task.task_id, { item_id: foreignItem.item_id }), 400, 'validation_failed'))).toEqual(['item_id']);
+    expect(
+      paths(expectProblem(await patch(task.task_id, { item_id: foreignItem.item_id }), 400, 'validation_failed')),
+    ).toEqual(['item_id']);
     expect(await t.db.collection('tasks').countDocuments({ company_id: tenant.companyId, title: 'x' })).toBe(0);
   });
 
@@ -102,14 +198,32 @@ describe('updating a task', () => {
   it('changes only the supplied fields and clears nullable ones with null', async () => {
     const item = await createItem(t.app, tenant);
     const task = await createTask(t.app, tenant, { item_id: item.item_id, duration_minutes: 30, description: 'd' });
-    const response = await patch(task.task_id, { title: 'Renamed', due_at: '2026-12-01T08:00:00-05:00', item_id: null, duration_minutes: null });
+    const response = await patch(task.task_id, {
+      title: 'Renamed',
+      due_at: '2026-12-01T08:00:00-05:00',
+      item_id: null,
+      duration_minutes: null,
+    });
     expect(response.statusCode).toBe(200);
     const updated = response.json();
     expect(updated).toEqual({
-      ...task, title: 'Renamed', due_at: '2026-12-01T13:00:00.000Z', item_id: null, duration_minutes: null, updated_at: updated.updated_at,
+      ...task,
+      title: 'Renamed',
+      due_at: '2026-12-01T13:00:00.000Z',
+      item_id: null,
+      duration_minutes: null,
+      updated_at: updated.updated_at,
     });
     expect(updated.updated_at >= task.updated_at).toBe(true);
-    expect(paths(expectProblem(await patch(task.task_id, { title: '', due_at: null, assigned_to: null }), 400, 'validation_failed'))).toEqual(['assigned_to', 'due_at', 'title']);
+    expect(
+      paths(
+        expectProblem(
+          await patch(task.task_id, { title: '', due_at: null, assigned_to: null }),
+          400,
+          'validation_failed',
+        ),
+      ),
+    ).toEqual(['assigned_to', 'due_at', 'title']);
   });
 
   it('tracks completed_at through every completion transition', async () => {
@@ -130,7 +244,13 @@ describe('updating a task', () => {
   it('answers a PATCH that changes nothing with the current task, untouched', async () => {
     const task = await createTask(t.app, tenant, { notes: 'n', priority: 'low' });
     await new Promise((resolve) => setTimeout(resolve, 5));
-    const same = await patch(task.task_id, { title: task.title, notes: 'n', priority: 'low', is_completed: false, due_at: '2026-11-22T10:30:00+01:00' });
+    const same = await patch(task.task_id, {
+      title: task.title,
+      notes: 'n',
+      priority: 'low',
+      is_completed: false,
+      due_at: '2026-11-22T10:30:00+01:00',
+    });
     expect(same.statusCode).toBe(200);
     expect(same.json()).toEqual(task);
     expect((await patch(task.task_id, {})).json()).toEqual(task);
@@ -163,9 +283,15 @@ describe('events recorded with the change', () => {
     const done = (await patch(task.task_id, { is_completed: true })).json();
     await patch(task.task_id, { is_completed: true }); // true→true: nothing to record
     const events = (await stored(task.task_id)).pending_events;
-    expect(events.map((event: { type: string }) => event.type)).toEqual(['task.created', 'task.updated', 'task.updated', 'task.completed']);
+    expect(events.map((event: { type: string }) => event.type)).toEqual([
+      'task.created',
+      'task.updated',
+      'task.updated',
+      'task.completed',
+    ]);
     expect(new Set(events.map((event: { event_id: string }) => event.event_id)).size).toBe(4);
-    for (const event of events) expect(event).toMatchObject({ company_id: tenant.companyId, data: { task_id: task.task_id } });
+    for (const event of events)
+      expect(event).toMatchObject({ company_id: tenant.companyId, data: { task_id: task.task_id } });
     expect(events[0].data).toEqual(task);
     expect(events[0].changes).toBeUndefined();
     expect(events[1].changes).toEqual({ title: { from: 'Call back', to: 'Call Acme' } });
@@ -193,15 +319,25 @@ describe('events recorded with the change', () => {
 
   it('lets the automation worker write through the service, carrying the chain depth on every event', async () => {
     const actor = { companyId: tenant.companyId, userId: tenant.userId };
-    const created = await t.app.services.tasks.create(actor, { title: 'Follow up', due_at: new Date(DUE), task_type: 'follow_up', is_completed: true }, { depth: 2 });
+    const created = await t.app.services.tasks.create(
+      actor,
+      { title: 'Follow up', due_at: new Date(DUE), task_type: 'follow_up', is_completed: true },
+      { depth: 2 },
+    );
     expect(created).toMatchObject({ task_type: 'follow_up', assigned_to: tenant.userId, created_by: tenant.userId });
     await t.app.services.tasks.update(actor, created.task_id, { priority: 'high' }, { depth: 3 });
     const events = (await stored(created.task_id)).pending_events;
     expect(events.map((event: { type: string; depth?: number }) => [event.type, event.depth])).toEqual([
-      ['task.created', 2], ['task.completed', 2], ['task.updated', 3],
+      ['task.created', 2],
+      ['task.completed', 2],
+      ['task.updated', 3],
     ]);
     // A retried job passes the same task id and cannot create the task twice.
-    const retry = t.app.services.tasks.create(actor, { title: 'Follow up', due_at: new Date(DUE) }, { taskId: created.task_id });
+    const retry = t.app.services.tasks.create(
+      actor,
+      { title: 'Follow up', due_at: new Date(DUE) },
+      { taskId: created.task_id },
+    );
     await expect(retry).rejects.toThrow(/duplicate key/i);
     expect(await t.db.collection('tasks').countDocuments({ _id: created.task_id as never })).toBe(1);
   });

@@ -6,7 +6,8 @@ import { startMongoStandin } from './index.js';
 function parsePort(argv: string[]): number {
   const i = argv.findIndex((a) => a === '--port' || a.startsWith('--port='));
   if (i < 0) return 27017;
-  const raw = argv[i].includes('=') ? argv[i].split('=')[1] : argv[i + 1];
+  const flag = argv[i] ?? '';
+  const raw = flag.includes('=') ? flag.slice(flag.indexOf('=') + 1) : argv[i + 1];
   const port = Number(raw);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     process.stderr.write(`invalid --port ${raw}\n`);

@@ -45,7 +45,10 @@ export class Cursors {
     const state = this.open.get(key);
     if (!state) fail('CursorNotFound', `cursor id ${key} not found`);
     if (state.ns !== ns) {
-      fail('Unauthorized', `Requested getMore on namespace '${ns}', but cursor belongs to a different namespace ${state.ns}`);
+      fail(
+        'Unauthorized',
+        `Requested getMore on namespace '${ns}', but cursor belongs to a different namespace ${state.ns}`,
+      );
     }
     state.lastUsed = Date.now();
     const batch = takeBatch(state, batchSize && batchSize > 0 ? batchSize : Infinity);
@@ -91,8 +94,9 @@ export class Cursors {
 function takeBatch(state: CursorState, max: number): Doc[] {
   const batch: Doc[] = [];
   let bytes = 0;
-  while (state.pos < state.docs.length && batch.length < max) {
+  while (batch.length < max) {
     const doc = state.docs[state.pos];
+    if (doc === undefined) break;
     bytes += BSON.calculateObjectSize(doc);
     if (batch.length > 0 && bytes > MAX_BATCH_BYTES) break;
     batch.push(doc);

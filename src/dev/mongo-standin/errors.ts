@@ -12,8 +12,10 @@ export const CODES = {
   NamespaceNotFound: 26,
   IndexNotFound: 27,
   PathNotViable: 28,
+  DollarPrefixedFieldName: 52,
   CursorNotFound: 43,
   NamespaceExists: 48,
+  NoSuchKey: 4,
   CommandNotFound: 59,
   ImmutableField: 66,
   CannotCreateIndex: 67,
@@ -25,6 +27,8 @@ export const CODES = {
   NotImplemented: 238,
   UnsupportedOpQueryCommand: 352,
   DuplicateKey: 11000,
+  BSONObjectTooLarge: 10334,
+  Location17419: 17419,
   Location40324: 40324,
   Location40415: 40415,
 } as const;
@@ -65,7 +69,10 @@ export function asCommandError(e: unknown): CommandError {
   if (e instanceof CommandError) return e;
   const msg = e instanceof Error ? e.message : String(e);
   // mingo throws plain errors for bad operators/expressions: report them as BadValue.
-  return new CommandError(e instanceof Error && e.constructor.name === 'MingoError' ? 'BadValue' : 'InternalError', msg);
+  return new CommandError(
+    e instanceof Error && e.constructor.name === 'MingoError' ? 'BadValue' : 'InternalError',
+    msg,
+  );
 }
 
 export const TXN_ERROR_MSG = 'Transaction numbers are only allowed on a replica set member or mongos';

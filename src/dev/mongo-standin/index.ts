@@ -10,6 +10,13 @@ export interface MongoStandinOptions {
   host?: string;
   /** Suppress the start-up warning on stderr. */
   quiet?: boolean;
+  /** Seconds between passes of the TTL monitor (MongoDB's ttlMonitorSleepSecs, default 60; setParameter changes it). */
+  ttlMonitorSleepSecs?: number;
+  /**
+   * Let other connections' commands run between an upsert's failed match and its insert, as MongoDB may, so
+   * concurrent upserts can collide (tests of duplicate-key retries). Off by default: each command runs alone.
+   */
+  interleaveUpserts?: boolean;
 }
 
 export interface MongoStandin {
@@ -20,7 +27,10 @@ export interface MongoStandin {
 
 export async function startMongoStandin(opts: MongoStandinOptions = {}): Promise<MongoStandin> {
   const host = opts.host ?? '127.0.0.1';
-  const server = new StandinServer();
+  const server = new StandinServer({
+    ttlMonitorSleepSecs: opts.ttlMonitorSleepSecs,
+    interleaveUpserts: opts.interleaveUpserts,
+  });
   const port = await server.listen(opts.port ?? 0, host);
   if (!opts.quiet) {
     process.stderr.write(

@@ -2,9 +2,19 @@
 // sparse / partial semantics, and in-memory maps used both to enforce
 // uniqueness and to fast-path equality lookups on the index's leading fields.
 
+import { must } from '../../shared/must.js';
 import { CommandError, fail, notImplemented } from './errors.js';
 import { compileFilter } from './query.js';
-import { type Doc, EMPTY_ARRAY, formatValue, isPlainObject, keyOf, MISSING, pathValues } from './values.js';
+import {
+  type Doc,
+  EMPTY_ARRAY,
+  formatValue,
+  isPlainObject,
+  keyOf,
+  MISSING,
+  pathValues,
+  topLevelField,
+} from './values.js';
 
 export interface IndexSpec {
   v: number;
@@ -34,6 +44,10 @@ const KEPT = ['unique', 'sparse', 'partialFilterExpression', 'expireAfterSeconds
 const IGNORED = new Set(['v', 'key', 'name', 'background', 'ns', 'storageEngine', 'dropDups']);
 const UNSUPPORTED_KEY_TYPES = new Set(['text', '2d', '2dsphere', 'geoHaystack', 'columnstore']);
 
+function isWildcardField(field: string): boolean {
+  return field === '$**' || (field.endsWith('.$**') && !field.slice(0, -4).includes('$'));
+}
+
 export function defaultIndexName(key: Doc): string {
   return Object.entries(key)
     .map(([k, v]) => `${k}_${v}`)
@@ -44,7 +58,7 @@ export function defaultIndexName(key: Doc): string {
 export function normaliseSpec(raw: unknown): IndexSpec {
   if (!isPlainObject(raw)) fail('TypeMismatch', 'each index specification must be an object');
   const key = raw.key;
-  if (!isPlainObject(key) || Object.keys(key).length === 0) fail('CannotCreateIndex', "Index keys cannot be empty.");
+  if (!isPlainObject(key) || Object.keys(key).length === 0) fail('CannotCreateIndex', 'Index keys cannot be empty.');
   for (const [field, dir] of Object.entries(key)) {
     if (typeof dir === 'string') {
       if (UNSUPPORTED_KEY_TYPES.has(dir) || field.includes('$**')) notImplemented(`'${dir}' indexes`);
@@ -52,7 +66,14 @@ export function normaliseSpec(raw: unknown): IndexSpec {
     } else if (typeof dir !== 'number' || dir === 0 || Number.isNaN(dir)) {
       fail('CannotCreateIndex', `Values in the index key pattern can't be 0 or non-numeric: ${formatValue(key)}`);
     }
-    if (field.includes('$**')) notImplemented('wildcard indexes');
+    if (field.includes('$**') && !isWildcardField(field)) notImplemented('wildcard indexes other than path.$**');
+  }
+  // A (compound) wildcard index, as MongoDB 7.0 accepts it: one wildcard field, never unique or TTL. The
+  // stand-in keeps it for its leading fields only; its queries are answered by scanning anyway.
+  const wildcards = Object.keys(key).filter(isWildcardField);
+  if (wildcards.length > 1) fail('CannotCreateIndex', 'A compound wildcard index must have exactly one wildcard field');
+  if (wildcards.length === 1 && (raw.unique || raw.expireAfterSeconds !== undefined)) {
+    fail('CannotCreateIndex', 'Index type wildcard does not support the unique or expireAfterSeconds options');
   }
   const spec: IndexSpec = { v: 2, key, name: typeof raw.name === 'string' ? raw.name : defaultIndexName(key) };
   for (const opt of Object.keys(raw)) {
@@ -69,7 +90,8 @@ export function normaliseSpec(raw: unknown): IndexSpec {
       spec.partialFilterExpression = raw[opt];
     } else {
       const secs = Number(raw[opt]);
-      if (!Number.isFinite(secs) || secs < 0) fail('CannotCreateIndex', 'TTL index \'expireAfterSeconds\' option must be a non-negative number');
+      if (!Number.isFinite(secs) || secs < 0)
+        fail('CannotCreateIndex', "TTL index 'expireAfterSeconds' option must be a non-negative number");
       spec.expireAfterSeconds = secs;
     }
   }
@@ -107,7 +129,7 @@ export class Index {
 
   /** Whether an update touching these top-level fields can change this index's entries (a partial one: always). */
   mayChange(touched: Set<string>): boolean {
-    return this.partial !== undefined || this.fields.some((field) => touched.has(field.split('.')[0]));
+    return this.partial !== undefined || this.fields.some((field) => touched.has(topLevelField(field)));
   }
 
   covers(doc: Doc): boolean {
@@ -130,7 +152,7 @@ export class Index {
   /** The conflicting key tuple when inserting `keys` for document `selfId`. */
   conflict(keys: IndexKeys, selfId: string | undefined): unknown[] | null {
     if (!this.spec.unique) return null;
-    const full = this.byPrefix[this.fields.length - 1];
+    const full = must(this.byPrefix[this.fields.length - 1], 'a map per key prefix');
     for (const t of keys.tuples) {
       const owners = full.get(serializeKey(t));
       if (owners && [...owners].some((id) => id !== selfId)) return t;
@@ -140,7 +162,7 @@ export class Index {
 
   add(id: string, keys: IndexKeys): void {
     keys.prefixes.forEach((list, i) => {
-      const map = this.byPrefix[i];
+      const map = must(this.byPrefix[i], 'a map per key prefix');
       for (const k of list) {
         let set = map.get(k);
         if (!set) map.set(k, (set = new Set()));
@@ -151,7 +173,7 @@ export class Index {
 
   remove(id: string, keys: IndexKeys): void {
     keys.prefixes.forEach((list, i) => {
-      const map = this.byPrefix[i];
+      const map = must(this.byPrefix[i], 'a map per key prefix');
       for (const k of list) {
         const set = map.get(k);
         if (set && set.delete(id) && set.size === 0) map.delete(k);
@@ -174,7 +196,7 @@ export class Index {
       len++;
     }
     if (len === 0) return undefined;
-    const map = this.byPrefix[len - 1];
+    const map = must(this.byPrefix[len - 1], 'a map per key prefix');
     return combos.map((c) => map.get(serializeKey(c))).filter((set): set is Set<string> => set !== undefined);
   }
 
@@ -213,7 +235,7 @@ export function ttlExpiry(index: Index, doc: Doc): number {
   const secs = index.spec.expireAfterSeconds;
   if (secs === undefined || !index.covers(doc)) return Infinity;
   let earliest = Infinity;
-  for (const v of pathValues(doc, index.fields[0])) {
+  for (const v of pathValues(doc, must(index.fields[0], 'an indexed field'))) {
     if (v instanceof Date && v.getTime() < earliest) earliest = v.getTime();
   }
   return earliest + secs * 1000;

@@ -4,10 +4,11 @@
 // collections.
 
 import { Aggregator, ProcessingMode, Query } from 'mingo';
-import type { Options } from 'mingo/types';
 import { compare, resolve } from 'mingo/util';
+import { must } from '../../shared/must.js';
 import { fail, notImplemented } from './errors.js';
 import { type Doc, isPlainObject } from './values.js';
+import type { Options } from 'mingo/types';
 
 export const MINGO_OPTIONS: Partial<Options> = {
   idKey: '_id',
@@ -51,7 +52,7 @@ export function rejectUnsupportedOperators(value: unknown): void {
     for (const v of value) rejectUnsupportedOperators(v);
   } else if (isPlainObject(value)) {
     for (const [k, v] of Object.entries(value)) {
-      if (UNSUPPORTED_QUERY_OPS[k]) notImplemented(UNSUPPORTED_QUERY_OPS[k]);
+      if (Object.hasOwn(UNSUPPORTED_QUERY_OPS, k)) notImplemented(UNSUPPORTED_QUERY_OPS[k]);
       if (RANGE_OPS.has(k) && isWideNumber(v)) notImplemented(`${k} with a Decimal128 or 64-bit integer operand`);
       rejectUnsupportedOperators(v);
     }
@@ -74,7 +75,12 @@ function scalarEqualities(filter: Doc): Array<[string, string | number | boolean
   const pairs: Array<[string, string | number | boolean]> = [];
   for (const [field, value] of Object.entries(filter)) {
     if (!TOP_LEVEL_FIELD.test(field)) return undefined;
-    if (typeof value !== 'string' && typeof value !== 'boolean' && !(typeof value === 'number' && Number.isFinite(value))) return undefined;
+    if (
+      typeof value !== 'string' &&
+      typeof value !== 'boolean' &&
+      !(typeof value === 'number' && Number.isFinite(value))
+    )
+      return undefined;
     pairs.push([field, value]);
   }
   return pairs;
@@ -112,7 +118,8 @@ export function parseSort(sort: unknown): { keys: SortSpec; natural?: 1 | -1 } |
   for (const [k, v] of Object.entries(sort)) {
     if (isPlainObject(v)) notImplemented(`sort by ${JSON.stringify(v)}`);
     const dir = Number(v);
-    if (dir !== 1 && dir !== -1) fail('BadValue', '$sort key ordering must be 1 (for ascending) or -1 (for descending)');
+    if (dir !== 1 && dir !== -1)
+      fail('BadValue', '$sort key ordering must be 1 (for ascending) or -1 (for descending)');
     if (k === '$natural') natural = dir;
     else keys.push([k, dir]);
   }
@@ -125,9 +132,9 @@ type Decorated = { doc: Doc; key: unknown[] };
 
 function comparator(spec: SortSpec) {
   return (a: Decorated, b: Decorated): number => {
-    for (let i = 0; i < spec.length; i++) {
+    for (const [i, [, direction]] of spec.entries()) {
       const c = compare(a.key[i], b.key[i]);
-      if (c !== 0) return c * spec[i][1];
+      if (c !== 0) return c * direction;
     }
     return 0;
   };
@@ -153,12 +160,13 @@ export function sortDocs(docs: Doc[], sort: { keys: SortSpec; natural?: 1 | -1 }
     const buf: Decorated[] = [];
     for (const doc of docs) {
       const d = decorate(doc);
-      if (buf.length === keep && (keep === 0 || cmp(d, buf[keep - 1]) >= 0)) continue;
+      const last = buf[keep - 1];
+      if (buf.length === keep && (last === undefined || cmp(d, last) >= 0)) continue;
       let lo = 0;
       let hi = buf.length;
       while (lo < hi) {
         const mid = (lo + hi) >> 1;
-        if (cmp(buf[mid], d) <= 0) lo = mid + 1;
+        if (cmp(must(buf[mid], 'an element between lo and hi'), d) <= 0) lo = mid + 1;
         else hi = mid;
       }
       buf.splice(lo, 0, d);
@@ -166,7 +174,10 @@ export function sortDocs(docs: Doc[], sort: { keys: SortSpec; natural?: 1 | -1 }
     }
     return buf.map((d) => d.doc);
   }
-  return docs.map(decorate).sort(cmp).map((d) => d.doc);
+  return docs
+    .map(decorate)
+    .sort(cmp)
+    .map((d) => d.doc);
 }
 
 export function projectDocs(docs: Doc[], projection: unknown, filter?: Doc): Doc[] {
@@ -182,7 +193,9 @@ export function projectDocs(docs: Doc[], projection: unknown, filter?: Doc): Doc
   // The positional projection (`a.$`) needs the query that selected the document.
   const positional = Object.keys(projection).some((k) => k.endsWith('.$'));
   const out = new Query(positional && filter ? filter : {}, MINGO_OPTIONS).find<Doc>(docs, projection).all();
-  return out.length === docs.length ? out.map((d, i) => inSourceOrder(d, docs[i])) : out;
+  return out.length === docs.length
+    ? out.map((d, i) => inSourceOrder(d, must(docs[i], 'a source document per projected one')))
+    : out;
 }
 
 /**
@@ -211,7 +224,8 @@ function topLevelProjection(projection: Doc): ((doc: Doc) => Doc) | undefined {
   if (including && excluding) return undefined;
   if (excluding && projection._id !== undefined && showId) return undefined;
   // Only `{_id: 1}` includes; only `{_id: 0}` excludes. Output keeps the stored field order.
-  const keep = including || (!excluding && showId) ? (field: string) => fields.has(field) : (field: string) => !fields.has(field);
+  const keep =
+    including || (!excluding && showId) ? (field: string) => fields.has(field) : (field: string) => !fields.has(field);
   return (doc) => {
     const out: Doc = {};
     for (const field of Object.keys(doc)) if (field === '_id' ? showId : keep(field)) out[field] = doc[field];
@@ -261,9 +275,23 @@ export function findDocs(source: Iterable<Doc>, spec: FindSpec): Doc[] {
 // stored documents without cloning them first.
 const NON_MUTATING_STAGES = new Set(['$match', '$sort', '$limit', '$skip', '$count', '$group', '$sortByCount']);
 const UNSUPPORTED_STAGES = new Set([
-  '$out', '$merge', '$changeStream', '$currentOp', '$collStats', '$indexStats', '$listSessions',
-  '$listLocalSessions', '$planCacheStats', '$search', '$searchMeta', '$vectorSearch', '$geoNear',
-  '$listSearchIndexes', '$shardedDataDistribution', '$changeStreamSplitLargeEvent', '$queryStats',
+  '$out',
+  '$merge',
+  '$changeStream',
+  '$currentOp',
+  '$collStats',
+  '$indexStats',
+  '$listSessions',
+  '$listLocalSessions',
+  '$planCacheStats',
+  '$search',
+  '$searchMeta',
+  '$vectorSearch',
+  '$geoNear',
+  '$listSearchIndexes',
+  '$shardedDataDistribution',
+  '$changeStreamSplitLargeEvent',
+  '$queryStats',
 ]);
 
 export function validatePipeline(pipeline: unknown): Doc[] {
@@ -272,7 +300,7 @@ export function validatePipeline(pipeline: unknown): Doc[] {
     if (!isPlainObject(stage) || Object.keys(stage).length !== 1) {
       fail('Location40324', 'A pipeline stage specification object must contain exactly one field.');
     }
-    const name = Object.keys(stage)[0];
+    const name = must(Object.keys(stage)[0], 'the stage name checked above');
     if (UNSUPPORTED_STAGES.has(name)) notImplemented(`the ${name} aggregation stage`);
     rejectUnsupportedOperators(stage);
   }
@@ -280,7 +308,7 @@ export function validatePipeline(pipeline: unknown): Doc[] {
 }
 
 export function needsClone(pipeline: Doc[]): boolean {
-  return pipeline.some((s) => !NON_MUTATING_STAGES.has(Object.keys(s)[0]));
+  return pipeline.some((s) => !NON_MUTATING_STAGES.has(Object.keys(s)[0] ?? ''));
 }
 
 export function runPipeline(docs: Doc[], pipeline: Doc[], resolveCollection: (name: string) => Doc[]): Doc[] {

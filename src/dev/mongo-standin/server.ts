@@ -4,26 +4,60 @@
 import net from 'node:net';
 import { Double } from 'bson';
 import { runCommand } from './commands/index.js';
-import type { ServerState } from './commands/common.js';
 import { Cursors } from './cursors.js';
 import { asCommandError, CommandError } from './errors.js';
 import { Store } from './storage.js';
-import type { Doc } from './values.js';
 import {
-  decodeMessage, encodeOpMsg, encodeOpReply, FrameReader, FramingError, type Incoming, OP_MSG, OP_QUERY, opMsgFlags, readHeader,
+  decodeMessage,
+  encodeOpMsg,
+  encodeOpReply,
+  FrameReader,
+  FramingError,
+  type Incoming,
+  OP_MSG,
+  OP_QUERY,
+  opMsgFlags,
+  readHeader,
 } from './wire.js';
+import type { ServerState } from './commands/common.js';
+import type { Doc } from './values.js';
 
 const LEGACY_HELLO = new Set(['hello', 'isMaster', 'ismaster']);
 
+export interface StandinServerOptions {
+  /** Seconds between passes of the TTL monitor (MongoDB's ttlMonitorSleepSecs, default 60). */
+  ttlMonitorSleepSecs?: number;
+  /** Yield to other connections between an upsert's failed match and its insert, as MongoDB may. */
+  interleaveUpserts?: boolean;
+}
+
 export class StandinServer {
-  readonly state: ServerState = { store: new Store(), cursors: new Cursors(), startedAt: new Date() };
+  readonly state: ServerState;
   private readonly server = net.createServer((socket) => this.accept(socket));
   private readonly sockets = new Set<net.Socket>();
   private nextConnectionId = 1;
   private readonly sweeper = setInterval(() => this.state.cursors.expireIdle(), 60_000);
+  private ttlMonitor?: NodeJS.Timeout;
 
-  constructor() {
+  constructor(options: StandinServerOptions = {}) {
     this.sweeper.unref();
+    this.state = {
+      store: new Store(),
+      cursors: new Cursors(),
+      startedAt: new Date(),
+      parameters: { ttlMonitorSleepSecs: options.ttlMonitorSleepSecs ?? 60 },
+      interleaveUpserts: options.interleaveUpserts ?? false,
+      onTtlMonitorChange: () => this.startTtlMonitor(),
+    };
+    this.startTtlMonitor();
+  }
+
+  /** Like MongoDB's: expired documents go on the monitor's next pass, not at their expiry. */
+  private startTtlMonitor(): void {
+    clearInterval(this.ttlMonitor);
+    const every = this.state.parameters.ttlMonitorSleepSecs * 1000;
+    this.ttlMonitor = setInterval(() => this.state.store.sweepExpired(Date.now()), every);
+    this.ttlMonitor.unref();
   }
 
   listen(port: number, host: string): Promise<number> {
@@ -38,6 +72,7 @@ export class StandinServer {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+    clearInterval(this.ttlMonitor);
     for (const s of this.sockets) s.destroy();
     this.sockets.clear();
     this.state.cursors.clear();
@@ -48,6 +83,8 @@ export class StandinServer {
     const connectionId = this.nextConnectionId++;
     const remote = `${socket.remoteAddress}:${socket.remotePort}`;
     const reader = new FrameReader();
+    // Replies leave in request order: frames wait behind a command still waiting (an interleaved upsert).
+    let waiting: Promise<void> | undefined;
     this.sockets.add(socket);
     socket.setNoDelay(true);
     socket.on('close', () => this.sockets.delete(socket));
@@ -61,25 +98,43 @@ export class StandinServer {
         return;
       }
       for (const frame of frames) {
-        if (socket.destroyed) return;
-        let reply: Buffer | null | 'close';
-        try {
-          reply = this.handle(frame, connectionId, remote);
-        } catch (e) {
-          // Last resort (e.g. a reply that cannot be encoded): answer an error, never crash.
-          reply = this.internalError(frame, e);
+        const answered = waiting
+          ? waiting.then(() => this.answer(socket, frame, connectionId, remote))
+          : this.answer(socket, frame, connectionId, remote);
+        if (answered) {
+          const mine = (waiting = answered.then(() => {
+            if (waiting === mine) waiting = undefined;
+          }));
         }
-        if (reply === 'close') {
-          socket.destroy();
-          return;
-        }
-        if (reply) socket.write(reply);
       }
     });
   }
 
+  /** Handles one frame and writes its reply; a promise only when the command waits. */
+  private answer(socket: net.Socket, frame: Buffer, connectionId: number, remote: string): void | Promise<void> {
+    if (socket.destroyed) return;
+    let reply: ReturnType<StandinServer['handle']>;
+    try {
+      reply = this.handle(frame, connectionId, remote);
+    } catch (e) {
+      // Last resort (e.g. a reply that cannot be encoded): answer an error, never crash.
+      reply = this.internalError(frame, e);
+    }
+    const send = (r: Buffer | null | 'close'): void => {
+      if (socket.destroyed) return;
+      if (r === 'close') socket.destroy();
+      else if (r) socket.write(r);
+    };
+    if (reply instanceof Promise) return reply.then(send, (e: unknown) => send(this.internalError(frame, e)));
+    send(reply);
+  }
+
   /** Returns the encoded reply, null for moreToCome messages, or 'close'. */
-  private handle(frame: Buffer, connectionId: number, remote: string): Buffer | null | 'close' {
+  private handle(
+    frame: Buffer,
+    connectionId: number,
+    remote: string,
+  ): Buffer | null | 'close' | Promise<Buffer | null> {
     const header = readHeader(frame);
     let msg: Incoming;
     try {
@@ -93,9 +148,11 @@ export class StandinServer {
       return 'close';
     }
     if (msg.kind === 'msg') {
-      const reply = runCommand({ state: this.state, body: msg.body, connectionId, remote });
       // moreToCome: the client expects no reply (unacknowledged write).
-      return msg.moreToCome ? null : encodeOpMsg(header.requestId, finish(reply));
+      const encode = (reply: Doc): Buffer | null =>
+        msg.moreToCome ? null : encodeOpMsg(header.requestId, finish(reply));
+      const reply = runCommand({ state: this.state, body: msg.body, connectionId, remote });
+      return reply instanceof Promise ? reply.then(encode) : encode(reply);
     }
     return encodeOpReply(header.requestId, finish(this.legacyQuery(msg, connectionId, remote)));
   }
@@ -115,7 +172,7 @@ export class StandinServer {
   private legacyQuery(msg: Extract<Incoming, { kind: 'query' }>, connectionId: number, remote: string): Doc {
     const query = msg.query.$query && typeof msg.query.$query === 'object' ? msg.query.$query : msg.query;
     const name = Object.keys(query)[0];
-    if (!msg.collection.endsWith('.$cmd') || !LEGACY_HELLO.has(name)) {
+    if (!msg.collection.endsWith('.$cmd') || !LEGACY_HELLO.has(name ?? '')) {
       return new CommandError(
         'UnsupportedOpQueryCommand',
         `Unsupported OP_QUERY command: ${name}. The client driver may require an upgrade.`,

@@ -3,10 +3,34 @@
 // never mutated in place: updates build a new object and swap it in, so
 // cursor snapshots and index maps stay consistent.
 
-import { ObjectId, UUID } from 'bson';
+import { BSON, ObjectId, UUID } from 'bson';
 import { CommandError, fail } from './errors.js';
 import { Index, type IndexKeys, type IndexSpec, ttlExpiry } from './indexes.js';
-import { type Doc, isIndexableScalar, isPlainObject, keyOf } from './values.js';
+import { type Doc, formatValue, isIndexableScalar, isPlainObject, keyOf } from './values.js';
+
+/** MongoDB's limit on a stored document (BSONObjMaxUserSize), and the larger one on any BSON object it parses. */
+export const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024;
+const MAX_INTERNAL_BYTES = MAX_DOCUMENT_BYTES + 16 * 1024;
+
+/**
+ * Refuses a document MongoDB would not store, with its codes: an insert beyond the internal limit fails as the server's
+ * BSON parser does (10334), one between the two limits as "too large" (2); a document an update grows past 16 MiB, 17419.
+ */
+export function checkDocumentSize(doc: Doc, origin: 'insert' | 'update'): void {
+  const size = BSON.calculateObjectSize(doc);
+  if (size <= MAX_DOCUMENT_BYTES) return;
+  if (origin === 'update') {
+    fail('Location17419', `Resulting document after update is larger than ${MAX_DOCUMENT_BYTES}`);
+  }
+  if (size > MAX_INTERNAL_BYTES) {
+    const first = Object.keys(doc)[0];
+    fail(
+      'BSONObjectTooLarge',
+      `BSONObj size: ${size} (0x${size.toString(16).toUpperCase()}) is invalid. Size must be between 0 and ${MAX_INTERNAL_BYTES}(16MB) First element: ${first}: ${formatValue(doc[first])}`,
+    );
+  }
+  fail('BadValue', `object to insert too large. size in bytes: ${size}, max size: ${MAX_DOCUMENT_BYTES}`);
+}
 
 export class Collection {
   readonly docs = new Map<string, Doc>();
@@ -33,6 +57,7 @@ export class Collection {
     const { _id, ...rest } = input;
     const doc = { _id: _id === undefined ? new ObjectId() : _id, ...rest };
     if (Array.isArray(doc._id)) fail('BadValue', "can't use an array for _id");
+    checkIdStorable(doc._id);
     const id = keyOf(doc._id);
     if (this.docs.has(id)) throw this.indexes[0].duplicateError(this.ns, [doc._id]);
     const keys = this.checkedKeys(doc, undefined);
@@ -90,7 +115,11 @@ export class Collection {
       if (!keys) continue;
       const clash = idx.conflict(keys, id);
       if (clash) {
-        const e = idx.duplicateError(this.ns, clash, `Index build failed: ${spec.name}: Collection ${this.ns} :: caused by :: `);
+        const e = idx.duplicateError(
+          this.ns,
+          clash,
+          `Index build failed: ${spec.name}: Collection ${this.ns} :: caused by :: `,
+        );
         throw new CommandError('DuplicateKey', e.message, e.extra);
       }
       idx.add(id, keys);
@@ -128,7 +157,7 @@ export class Collection {
     return [...ids].map((id) => this.docs.get(id)).filter((d): d is Doc => d !== undefined);
   }
 
-  /** Lazily applies TTL indexes: removes documents whose expiry has passed. */
+  /** Applies TTL indexes (called by the TTL monitor): removes documents whose expiry has passed. */
   sweepExpired(now: number): void {
     if (now < this.nextExpiry) return;
     const ttl = this.indexes.filter((idx) => idx.spec.expireAfterSeconds !== undefined);
@@ -146,6 +175,20 @@ export class Collection {
       if (idx.spec.expireAfterSeconds === undefined) continue;
       this.nextExpiry = Math.min(this.nextExpiry, ttlExpiry(idx, doc));
     }
+  }
+}
+
+/** MongoDB refuses `$`-prefixed field names anywhere inside an _id (elsewhere they are allowed since 5.0). */
+function checkIdStorable(id: unknown): void {
+  if (Array.isArray(id)) return id.forEach(checkIdStorable);
+  if (!isPlainObject(id)) return;
+  for (const [field, value] of Object.entries(id)) {
+    if (field.startsWith('$'))
+      fail(
+        'DollarPrefixedFieldName',
+        `_id fields may not contain '$'-prefixed fields: ${field} is not valid for storage.`,
+      );
+    checkIdStorable(value);
   }
 }
 
@@ -180,11 +223,14 @@ function equalities(filter: Doc): Map<string, unknown[]> {
 export class Store {
   private readonly dbs = new Map<string, Map<string, Collection>>();
 
-  /** Existing collection (after applying TTL expiry), or undefined. */
+  /** Existing collection, or undefined. Expired documents stay until the TTL monitor's next pass, as on MongoDB. */
   get(db: string, name: string): Collection | undefined {
-    const coll = this.dbs.get(db)?.get(name);
-    coll?.sweepExpired(Date.now());
-    return coll;
+    return this.dbs.get(db)?.get(name);
+  }
+
+  /** One pass of the TTL monitor over every collection. */
+  sweepExpired(now: number): void {
+    for (const colls of this.dbs.values()) for (const coll of colls.values()) coll.sweepExpired(now);
   }
 
   /** Existing collection or a freshly created one (collections auto-create on write). */
@@ -200,9 +246,7 @@ export class Store {
   }
 
   collections(db: string): Collection[] {
-    const colls = [...(this.dbs.get(db)?.values() ?? [])];
-    colls.forEach((c) => c.sweepExpired(Date.now()));
-    return colls;
+    return [...(this.dbs.get(db)?.values() ?? [])];
   }
 
   databases(): string[] {

@@ -3,21 +3,32 @@
 // instead of silent no-ops, the immutable _id, and upsert seeding from the
 // query's equality fields.
 
-import { updateOne as mingoUpdateOne } from 'mingo';
+import { Aggregator, updateOne as mingoUpdateOne } from 'mingo';
 import { fail, notImplemented } from './errors.js';
 import { MINGO_OPTIONS, rejectUnsupportedOperators, TOP_LEVEL_FIELD } from './query.js';
 import { clone, type Doc, formatValue, getPath, isNumeric, isPlainObject, keyOf, typeName } from './values.js';
 
 const OPERATORS = new Set([
-  '$set', '$unset', '$inc', '$mul', '$min', '$max', '$push', '$addToSet', '$pull', '$pullAll',
-  '$pop', '$rename', '$currentDate', '$bit', '$setOnInsert',
+  '$set',
+  '$unset',
+  '$inc',
+  '$mul',
+  '$min',
+  '$max',
+  '$push',
+  '$addToSet',
+  '$pull',
+  '$pullAll',
+  '$pop',
+  '$rename',
+  '$currentDate',
+  '$bit',
+  '$setOnInsert',
 ]);
 const PIPELINE_STAGES = new Set(['$addFields', '$set', '$project', '$unset', '$replaceRoot', '$replaceWith']);
 
 export type UpdateSpec =
-  | { kind: 'operators'; ops: Doc }
-  | { kind: 'replacement'; doc: Doc }
-  | { kind: 'pipeline'; stages: Doc[] };
+  { kind: 'operators'; ops: Doc } | { kind: 'replacement'; doc: Doc } | { kind: 'pipeline'; stages: Doc[] };
 
 export function parseUpdate(u: unknown): UpdateSpec {
   if (Array.isArray(u)) {
@@ -34,15 +45,25 @@ export function parseUpdate(u: unknown): UpdateSpec {
   const keys = Object.keys(u);
   if (keys.length === 0 || !keys[0].startsWith('$')) {
     const bad = keys.find((k) => k.startsWith('$'));
-    if (bad) fail('BadValue', `The dollar ($) prefixed field '${bad}' in '${bad}' is not allowed in the context of an update's replacement document.`);
+    if (bad)
+      fail(
+        'BadValue',
+        `The dollar ($) prefixed field '${bad}' in '${bad}' is not allowed in the context of an update's replacement document.`,
+      );
     return { kind: 'replacement', doc: u };
   }
   for (const op of keys) {
     if (!OPERATORS.has(op)) {
-      fail('FailedToParse', `Unknown modifier: ${op}. Expected a valid update modifier or pipeline-style update specified as an array`);
+      fail(
+        'FailedToParse',
+        `Unknown modifier: ${op}. Expected a valid update modifier or pipeline-style update specified as an array`,
+      );
     }
     if (!isPlainObject(u[op])) {
-      fail('FailedToParse', `Modifiers operate on fields but we found type ${typeName(u[op])} instead. For example: {$mod: {<field>: ...}} not {${op}: ${formatValue(u[op])}}`);
+      fail(
+        'FailedToParse',
+        `Modifiers operate on fields but we found type ${typeName(u[op])} instead. For example: {$mod: {<field>: ...}} not {${op}: ${formatValue(u[op])}}`,
+      );
     }
   }
   rejectUnsupportedOperators(u);
@@ -78,7 +99,10 @@ export function applyUpdate(doc: Doc, spec: UpdateSpec, opts: ApplyOptions = {})
   if (spec.kind === 'replacement') {
     const { _id, ...rest } = clone(spec.doc);
     if (_id !== undefined && doc._id !== undefined && keyOf(_id) !== keyOf(doc._id)) {
-      fail('ImmutableField', `After applying the update, the (immutable) field '_id' was found to have been altered to _id: ${formatValue(_id)}`);
+      fail(
+        'ImmutableField',
+        `After applying the update, the (immutable) field '_id' was found to have been altered to _id: ${formatValue(_id)}`,
+      );
     }
     const next = { _id: doc._id ?? _id, ...rest };
     if (next._id === undefined) delete next._id;
@@ -86,10 +110,14 @@ export function applyUpdate(doc: Doc, spec: UpdateSpec, opts: ApplyOptions = {})
   }
   const next = clone(doc);
   if (spec.kind === 'pipeline') {
-    const arr = [next];
-    mingoUpdateOne(arr, {}, spec.stages as never, {}, MINGO_OPTIONS);
-    checkIdUnchanged(doc, arr[0]);
-    return { doc: arr[0], modified: keyOf(arr[0]) !== keyOf(doc) };
+    // The pipeline's output is the new document; an _id it leaves out is kept, as MongoDB does.
+    const [out] = new Aggregator(spec.stages, MINGO_OPTIONS).run<Doc>([next]);
+    if (!isPlainObject(out)) fail('BadValue', 'an update pipeline must produce a document');
+    const { _id, ...rest } = out;
+    const result: Doc = _id === undefined && doc._id !== undefined ? { _id: doc._id, ...rest } : { _id, ...rest };
+    if (result._id === undefined) delete result._id;
+    checkIdUnchanged(doc, result);
+    return { doc: result, modified: keyOf(result) !== keyOf(doc) };
   }
   const ops: Doc = { ...spec.ops };
   const onInsert = ops.$setOnInsert as Doc | undefined;
@@ -107,7 +135,9 @@ export function applyUpdate(doc: Doc, spec: UpdateSpec, opts: ApplyOptions = {})
 }
 
 function run(target: Doc, ops: Doc, opts: ApplyOptions): boolean {
-  const positional = Object.values(ops).some((fields) => Object.keys(fields as Doc).some((p) => /(^|\.)\$(\.|$)/.test(p)));
+  const positional = Object.values(ops).some((fields) =>
+    Object.keys(fields as Doc).some((p) => /(^|\.)\$(\.|$)/.test(p)),
+  );
   if (positional && opts.inserting) {
     fail('BadValue', 'The positional operator did not find the match needed from the query.');
   }
@@ -130,7 +160,9 @@ const COMMON_OPERATORS = new Set(['$set', '$unset', '$inc', '$push']);
 function isCommonPush(value: unknown): value is { $each: unknown[]; $slice?: number } {
   if (!isPlainObject(value) || !Array.isArray(value.$each)) return false;
   const slice = value.$slice;
-  return Object.keys(value).every((k) => k === '$each' || k === '$slice') && (slice === undefined || Number.isInteger(slice));
+  return (
+    Object.keys(value).every((k) => k === '$each' || k === '$slice') && (slice === undefined || Number.isInteger(slice))
+  );
 }
 
 /**
@@ -147,8 +179,10 @@ function runCommonUpdate(target: Doc, ops: Doc): boolean | undefined {
       if (!TOP_LEVEL_FIELD.test(path) || seen.has(path)) return undefined;
       seen.add(path);
       const current = target[path];
-      if (op === '$inc' && (typeof value !== 'number' || (current !== undefined && typeof current !== 'number'))) return undefined;
-      if (op === '$push' && (!isCommonPush(value) || (current !== undefined && !Array.isArray(current)))) return undefined;
+      if (op === '$inc' && (typeof value !== 'number' || (current !== undefined && typeof current !== 'number')))
+        return undefined;
+      if (op === '$push' && (!isCommonPush(value) || (current !== undefined && !Array.isArray(current))))
+        return undefined;
     }
   }
   let modified = false;
@@ -168,7 +202,8 @@ function runCommonUpdate(target: Doc, ops: Doc): boolean | undefined {
       } else {
         const { $each, $slice } = value as { $each: unknown[]; $slice?: number };
         let next = [...((current as unknown[] | undefined) ?? []), ...$each.map(clone)];
-        if ($slice !== undefined) next = $slice >= 0 ? next.slice(0, $slice) : next.slice(Math.max(0, next.length + $slice));
+        if ($slice !== undefined)
+          next = $slice >= 0 ? next.slice(0, $slice) : next.slice(Math.max(0, next.length + $slice));
         if (present && keyOf(next) === keyOf(current)) continue;
         target[path] = next;
       }
@@ -195,7 +230,11 @@ function checkPaths(doc: Doc, ops: Doc, inserting: boolean): void {
       const value = (fields as Doc)[path];
       if (path === '_id' || path.startsWith('_id.')) {
         // Setting _id is allowed when creating the document or when it is a no-op.
-        if ((op === '$set' || op === '$setOnInsert') && path === '_id' && (inserting || keyOf(value) === keyOf(doc._id))) {
+        if (
+          (op === '$set' || op === '$setOnInsert') &&
+          path === '_id' &&
+          (inserting || keyOf(value) === keyOf(doc._id))
+        ) {
           if (inserting) doc._id = clone(value);
           delete (fields as Doc)[path];
           continue;
@@ -209,9 +248,16 @@ function checkPaths(doc: Doc, ops: Doc, inserting: boolean): void {
       switch (op) {
         case '$inc':
         case '$mul':
-          if (!isNumeric(value)) fail('TypeMismatch', `Cannot ${op === '$inc' ? 'increment' : 'multiply'} with non-numeric argument: {${path}: ${formatValue(value)}}`);
+          if (!isNumeric(value))
+            fail(
+              'TypeMismatch',
+              `Cannot ${op === '$inc' ? 'increment' : 'multiply'} with non-numeric argument: {${path}: ${formatValue(value)}}`,
+            );
           if (current !== undefined && current !== null && !isNumeric(current)) {
-            fail('TypeMismatch', `Cannot apply ${op} to a value of non-numeric type. ${idText} has the field '${path.split('.').pop()}' of non-numeric type ${typeName(current)}`);
+            fail(
+              'TypeMismatch',
+              `Cannot apply ${op} to a value of non-numeric type. ${idText} has the field '${path.split('.').pop()}' of non-numeric type ${typeName(current)}`,
+            );
           }
           // mingo's arithmetic only knows JS numbers; Decimal128 / huge Long would come out wrong.
           if (typeof value !== 'number' || (current !== undefined && current !== null && typeof current !== 'number')) {
@@ -221,20 +267,30 @@ function checkPaths(doc: Doc, ops: Doc, inserting: boolean): void {
         case '$push':
         case '$addToSet':
           if (current !== undefined && !Array.isArray(current)) {
-            fail('BadValue', `The field '${path}' must be an array but is of type ${typeName(current)} in document ${idText}`);
+            fail(
+              'BadValue',
+              `The field '${path}' must be an array but is of type ${typeName(current)} in document ${idText}`,
+            );
           }
           // mingo ignores $slice/$sort when the array does not exist yet.
-          if (current === undefined && op === '$push' && isPlainObject(value) && '$each' in value) setPath(doc, path, []);
+          if (current === undefined && op === '$push' && isPlainObject(value) && '$each' in value)
+            setPath(doc, path, []);
           break;
         case '$pull':
         case '$pullAll':
         case '$pop':
           if (current !== undefined && current !== null && !Array.isArray(current)) {
-            fail('BadValue', op === '$pop' ? `Path '${path}' contains an element of non-array type '${typeName(current)}'` : `Cannot apply ${op} to a non-array value`);
+            fail(
+              'BadValue',
+              op === '$pop'
+                ? `Path '${path}' contains an element of non-array type '${typeName(current)}'`
+                : `Cannot apply ${op} to a non-array value`,
+            );
           }
           break;
         case '$rename':
-          if (typeof value !== 'string') fail('BadValue', `The 'to' field for $rename must be a string: ${path}: ${formatValue(value)}`);
+          if (typeof value !== 'string')
+            fail('BadValue', `The 'to' field for $rename must be a string: ${path}: ${formatValue(value)}`);
           checkTraversable(doc, value);
           break;
       }

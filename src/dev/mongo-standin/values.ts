@@ -2,6 +2,10 @@
 // extraction with MongoDB's array expansion, and mongo-shell-ish formatting
 // for error messages.
 
+import { must } from '../../shared/must.js';
+
+// A stored document holds any BSON value at any depth; the stand-in's evaluators narrow as they go.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Doc = Record<string, any>;
 
 /** Marker for "path does not exist" while extracting index keys. */
@@ -56,14 +60,14 @@ export function keyOf(v: unknown): string {
   if (Array.isArray(v)) return 'a' + JSON.stringify(v.map(keyOf));
   const t = bsonType(v);
   if (t === 'ObjectId') return 'o' + (v as { toHexString(): string }).toHexString();
-  if (t === 'Long' || t === 'Int32' || t === 'Double') return 'n' + String(v);
+  if (t === 'Long' || t === 'Int32' || t === 'Double') return 'n' + bsonText(v);
   if (t === 'Binary') {
     const b = v as { sub_type: number; toString(enc: string): string };
     return 'B' + b.sub_type + ':' + b.toString('base64');
   }
   if (t) return '_' + t + ':' + JSON.stringify(v);
   if (isPlainObject(v)) return 'O' + JSON.stringify(Object.keys(v).map((k) => [k, keyOf(v[k])]));
-  return '?' + String(v);
+  return '?' + bsonText(v);
 }
 
 /**
@@ -77,6 +81,12 @@ export function pathValues(doc: unknown, path: string): unknown[] {
   return out;
 }
 
+/** `a` for the path `a.b.c`. */
+export function topLevelField(path: string): string {
+  const dot = path.indexOf('.');
+  return dot === -1 ? path : path.slice(0, dot);
+}
+
 function collect(value: unknown, parts: string[], i: number, out: unknown[]): void {
   if (i === parts.length) {
     if (Array.isArray(value)) {
@@ -85,7 +95,7 @@ function collect(value: unknown, parts: string[], i: number, out: unknown[]): vo
     } else out.push(value === undefined ? MISSING : value);
     return;
   }
-  const part = parts[i];
+  const part = must(parts[i], 'a path segment below parts.length');
   if (Array.isArray(value)) {
     if (/^\d+$/.test(part)) {
       collect(value[Number(part)], parts, i + 1, out);
@@ -124,14 +134,19 @@ export function formatValue(v: unknown): string {
   if (Array.isArray(v)) return '[ ' + v.map(formatValue).join(', ') + ' ]';
   const t = bsonType(v);
   if (t === 'ObjectId') return `ObjectId('${(v as { toHexString(): string }).toHexString()}')`;
-  if (t === 'Decimal128') return `NumberDecimal("${String(v)}")`;
-  if (t === 'Long') return `${String(v)}`;
-  if (t) return `${t}(${JSON.stringify(String(v))})`;
+  if (t === 'Decimal128') return `NumberDecimal("${bsonText(v)}")`;
+  if (t === 'Long') return bsonText(v);
+  if (t) return `${t}(${JSON.stringify(bsonText(v))})`;
   if (isPlainObject(v)) {
     const keys = Object.keys(v);
     return keys.length ? '{ ' + keys.map((k) => `${k}: ${formatValue(v[k])}`).join(', ') + ' }' : '{}';
   }
-  return String(v);
+  return bsonText(v);
+}
+
+/** BSON values (Long, Decimal128, ...) print themselves; anything else left here is a primitive. */
+function bsonText(v: unknown): string {
+  return (v as { toString(): string }).toString();
 }
 
 export function typeName(v: unknown): string {

@@ -3,6 +3,7 @@
 // for the initial handshake, and OP_MSG / OP_REPLY encoding.
 
 import { BSON } from 'bson';
+import { must } from '../../shared/must.js';
 import type { Doc } from './values.js';
 
 export const OP_REPLY = 1;
@@ -45,7 +46,8 @@ export class FrameReader {
     const frames: Buffer[] = [];
     for (;;) {
       if (this.size < 4) break;
-      const head = this.chunks[0].length >= 4 ? this.chunks[0] : this.flatten();
+      const first = must(this.chunks[0], 'a chunk while size >= 4');
+      const head = first.length >= 4 ? first : this.flatten();
       const length = head.readInt32LE(0);
       if (length < HEADER_BYTES || length > MAX_MESSAGE_BYTES) {
         throw new FramingError(`invalid message length ${length}`);
@@ -63,7 +65,7 @@ export class FrameReader {
   // Concatenate only when needed, so a big message arriving in many chunks is copied once.
   private flatten(): Buffer {
     if (this.chunks.length > 1) this.chunks = [Buffer.concat(this.chunks, this.size)];
-    return this.chunks[0];
+    return must(this.chunks[0], 'a chunk to flatten');
   }
 }
 
@@ -109,7 +111,7 @@ function decodeOpMsg(frame: Buffer, header: Header): Incoming {
       if (nul < 0 || nul >= pos + size) throw new FramingError('invalid document sequence identifier');
       const ident = frame.toString('utf8', pos + 4, nul);
       const docs: Doc[] = [];
-      for (let p = nul + 1; p < pos + size; ) {
+      for (let p = nul + 1; p < pos + size;) {
         const docSize = frame.readInt32LE(p);
         if (docSize < 5 || p + docSize > pos + size) throw new FramingError('invalid document in sequence');
         docs.push(BSON.deserialize(frame.subarray(p, p + docSize), DESERIALIZE));

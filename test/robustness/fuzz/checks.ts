@@ -18,7 +18,16 @@ export interface CheckContext {
 const PROBLEM_MEMBERS = ['type', 'title', 'status', 'code', 'request_id'] as const;
 const STACK_TRACE = /at .*\.(ts|js):\d+/;
 const DRIVER_MESSAGE = /Mongo|E11000|BSON/;
-const ALWAYS_INTERNAL = new Set(['_id', 'key_hash', 'pending_events', 'dup_tokens', 'outbox_pending', 'revision', 'overdue_fired_for', 'overdue_fired_dues']);
+const ALWAYS_INTERNAL = new Set([
+  '_id',
+  'key_hash',
+  'pending_events',
+  'dup_tokens',
+  'outbox_pending',
+  'revision',
+  'overdue_fired_for',
+  'overdue_fired_dues',
+]);
 
 /** Every object key anywhere in a parsed JSON value. */
 function collectKeys(value: unknown, into: Set<string>): Set<string> {
@@ -36,7 +45,8 @@ function collectKeys(value: unknown, into: Set<string>): Set<string> {
 export function responseProblems(response: ResponseLike, context: CheckContext): string[] {
   const problems: string[] = [];
   const { statusCode: status, body } = response;
-  const contentType = String(response.headers['content-type'] ?? '');
+  const header = response.headers['content-type'];
+  const contentType = typeof header === 'string' ? header : '';
   if (status >= 500) problems.push(`server error ${status}`);
 
   let parsed: unknown;
@@ -48,20 +58,25 @@ export function responseProblems(response: ResponseLike, context: CheckContext):
     }
   }
   if (status >= 400) {
-    if (!contentType.startsWith('application/problem+json')) problems.push(`${status} with content-type "${contentType}"`);
+    if (!contentType.startsWith('application/problem+json'))
+      problems.push(`${status} with content-type "${contentType}"`);
     const problem = (parsed ?? {}) as Record<string, unknown>;
     const missing = PROBLEM_MEMBERS.filter((member) => problem[member] === undefined || problem[member] === null);
     if (missing.length > 0) problems.push(`problem body lacks ${missing.join(', ')}`);
-    if (problem.status !== undefined && problem.status !== status) problems.push(`problem status ${String(problem.status)} on a ${status}`);
+    if (problem.status !== undefined && problem.status !== status)
+      problems.push(`problem status ${JSON.stringify(problem.status)} on a ${status}`);
   }
 
   const keys = collectKeys(parsed, new Set());
   for (const key of keys) {
-    if (ALWAYS_INTERNAL.has(key) || (context.api === 'ext' && key === 'company_id')) problems.push(`internal field "${key}" in the body`);
+    if (ALWAYS_INTERNAL.has(key) || (context.api === 'ext' && key === 'company_id'))
+      problems.push(`internal field "${key}" in the body`);
   }
-  const createsHook = context.api === 'ext' && context.method === 'POST' && context.route === '/v1/ext/hooks' && status === 201;
+  const createsHook =
+    context.api === 'ext' && context.method === 'POST' && context.route === '/v1/ext/hooks' && status === 201;
   // The admin API hands out the company's automation signing secret on purpose, and only there.
-  const showsAutomationSecret = context.api === 'admin' && context.route.endsWith('/automation-webhook-secret') && status === 200;
+  const showsAutomationSecret =
+    context.api === 'admin' && context.route.endsWith('/automation-webhook-secret') && status === 200;
   if (body.includes('whsec_') && !createsHook && !showsAutomationSecret) problems.push('a webhook secret in the body');
   if (STACK_TRACE.test(body)) problems.push('a stack trace in the body');
   if (DRIVER_MESSAGE.test(body)) problems.push('a database driver message in the body');

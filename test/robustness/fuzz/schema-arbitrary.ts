@@ -38,13 +38,24 @@ export const anyJson: fc.Arbitrary<unknown> = fc.jsonValue({ maxDepth: 2 });
 const TIMESTAMP_KEY = /(_at|_after|_before)$/;
 
 export const timestampArb: fc.Arbitrary<string> = fc.oneof(
-  fc.date({ min: new Date('1970-01-01T00:00:00Z'), max: new Date('2100-01-01T00:00:00Z'), noInvalidDate: true }).map((date) => date.toISOString()),
-  fc.constantFrom('2026-11-22T10:30:00+01:00', '2026-11-22T09:30:00Z', '2026-13-45T99:99:99Z', '2026-11-22', 'yesterday', '0000-00-00T00:00:00Z', '+275760-09-13T00:00:00.000Z'),
+  fc
+    .date({ min: new Date('1970-01-01T00:00:00Z'), max: new Date('2100-01-01T00:00:00Z'), noInvalidDate: true })
+    .map((date) => date.toISOString()),
+  fc.constantFrom(
+    '2026-11-22T10:30:00+01:00',
+    '2026-11-22T09:30:00Z',
+    '2026-13-45T99:99:99Z',
+    '2026-11-22',
+    'yesterday',
+    '0000-00-00T00:00:00Z',
+    '+275760-09-13T00:00:00.000Z',
+  ),
 );
 
 function stringArb(node: JsonSchema, key: string | undefined): fc.Arbitrary<unknown> {
   if (node.pattern) return fc.stringMatching(new RegExp(node.pattern));
-  if (node.format === 'uri') return fc.oneof(fc.webUrl(), fc.constantFrom('http://127.0.0.1:9/hook', 'ftp://x.example/', 'not a url'));
+  if (node.format === 'uri')
+    return fc.oneof(fc.webUrl(), fc.constantFrom('http://127.0.0.1:9/hook', 'ftp://x.example/', 'not a url'));
   if (key && TIMESTAMP_KEY.test(key)) return timestampArb;
   const maxLength = Math.min(node.maxLength ?? 40, 40);
   const minLength = Math.min(node.minLength ?? 0, maxLength);
@@ -57,10 +68,14 @@ function stringArb(node: JsonSchema, key: string | undefined): fc.Arbitrary<unkn
 
 function objectArb(node: JsonSchema, root: JsonSchema, hints: Hints): fc.Arbitrary<unknown> {
   const properties = node.properties ?? {};
-  const model = Object.fromEntries(Object.entries(properties).map(([name, child]) => [name, schemaArbitrary(child, root, hints, name)]));
+  const model = Object.fromEntries(
+    Object.entries(properties).map(([name, child]) => [name, schemaArbitrary(child, root, hints, name)]),
+  );
   const known = fc.record(model, { requiredKeys: (node.required ?? []).filter((name) => name in model) });
   if (node.additionalProperties && typeof node.additionalProperties === 'object') {
-    const extra = fc.dictionary(fc.string({ maxLength: 12 }), schemaArbitrary(node.additionalProperties, root, hints), { maxKeys: 4 });
+    const extra = fc.dictionary(fc.string({ maxLength: 12 }), schemaArbitrary(node.additionalProperties, root, hints), {
+      maxKeys: 4,
+    });
     return fc.tuple(known, extra).map(([a, b]) => ({ ...b, ...(a as object) }));
   }
   return known;
@@ -96,7 +111,10 @@ function plainArbitrary(node: JsonSchema, root: JsonSchema, hints: Hints, key?: 
     case 'null':
       return fc.constant(null);
     case 'array':
-      return fc.array(schemaArbitrary(node.items ?? {}, root, hints), { minLength: node.minItems ?? 0, maxLength: Math.max(node.minItems ?? 0, Math.min(node.maxItems ?? 3, 3)) });
+      return fc.array(schemaArbitrary(node.items ?? {}, root, hints), {
+        minLength: node.minItems ?? 0,
+        maxLength: Math.max(node.minItems ?? 0, Math.min(node.maxItems ?? 3, 3)),
+      });
     case 'object':
       return objectArb(node, root, hints);
     default:

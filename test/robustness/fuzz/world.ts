@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
-import type { EventEnvelope } from '../../../src/events/envelope.js';
 import { hookDeliveryKey } from '../../../src/hooks/deliveries.repository.js';
-import { admin, createKey, createTenant, ext, tenantFrom, type Tenant } from '../../helpers/fixtures.js';
 import { seedResources } from '../../helpers/ext-routes.js';
+import { admin, createKey, createTenant, ext, tenantFrom, type Tenant } from '../../helpers/fixtures.js';
+import type { EventEnvelope } from '../../../src/events/envelope.js';
+import type { FastifyInstance } from 'fastify';
 
 /** A tenant whose records the fuzzed routes refer to. */
 export interface SeededTenant extends Tenant {
@@ -28,23 +28,50 @@ export interface FuzzWorld {
   foreignMarkers: string[];
 }
 
-async function seedTenant(app: FastifyInstance, tenant: Tenant, names: { item?: string; task?: string; automation?: string } = {}): Promise<SeededTenant> {
+async function seedTenant(
+  app: FastifyInstance,
+  tenant: Tenant,
+  names: { item?: string; task?: string; automation?: string } = {},
+): Promise<SeededTenant> {
   await seedResources(app, tenant);
   if (names.item) {
-    await ext(app, tenant.key, 'PATCH', `/items/${tenant.itemId}`, { name: names.item, contact_id: `${names.item}-contact` });
+    await ext(app, tenant.key, 'PATCH', `/items/${tenant.itemId}`, {
+      name: names.item,
+      contact_id: `${names.item}-contact`,
+    });
   }
-  if (names.task) await ext(app, tenant.key, 'PATCH', `/tasks/${tenant.taskId}`, { title: names.task, notes: `${names.task} notes` });
-  const automation = await admin(app, 'POST', `/companies/${tenant.companyId}/automations`, {
-    name: names.automation ?? 'Follow up',
-    trigger: 'task.created',
-    actions: [{ type: 'create_task', title: names.automation ?? 'Follow up', due_in_minutes: 60 }],
-  }, 201);
+  if (names.task)
+    await ext(app, tenant.key, 'PATCH', `/tasks/${tenant.taskId}`, { title: names.task, notes: `${names.task} notes` });
+  const automation = await admin(
+    app,
+    'POST',
+    `/companies/${tenant.companyId}/automations`,
+    {
+      name: names.automation ?? 'Follow up',
+      trigger: 'task.created',
+      actions: [{ type: 'create_task', title: names.automation ?? 'Follow up', due_in_minutes: 60 }],
+    },
+    201,
+  );
   const task = await app.deps.db.collection('tasks').findOne({ _id: tenant.taskId as never });
   const event = task?.pending_events?.[0] as EventEnvelope | undefined;
   // One failed delivery of that event to the hook, so the deliveries list and redeliver have something to show.
   if (event) {
-    const attempt = { attempt: 1, status_code: 503, error: null, duration_ms: 12, succeeded: false, next_retry_at: null, attempted_at: new Date() };
-    await app.repos.deliveries.recordAttempt({ key: hookDeliveryKey(tenant.hookId!, event.event_id), target: { hook_id: tenant.hookId!, automation_id: null }, event, attempt });
+    const attempt = {
+      attempt: 1,
+      status_code: 503,
+      error: null,
+      duration_ms: 12,
+      succeeded: false,
+      next_retry_at: null,
+      attempted_at: new Date(),
+    };
+    await app.repos.deliveries.recordAttempt({
+      key: hookDeliveryKey(tenant.hookId!, event.event_id),
+      target: { hook_id: tenant.hookId!, automation_id: null },
+      event,
+      attempt,
+    });
   }
   return {
     ...tenant,
@@ -59,13 +86,29 @@ async function seedTenant(app: FastifyInstance, tenant: Tenant, names: { item?: 
 /** A company whose every name carries `marker`, so a leak of any of them is easy to spot. */
 async function createForeignTenant(app: FastifyInstance, marker: string): Promise<Tenant> {
   const company = (await admin(app, 'POST', '/companies', { name: `${marker} Holdings` }, 201)).json();
-  const user = (await admin(app, 'POST', `/companies/${company.company_id}/users`, { name: `${marker} Person`, email: `${marker.toLowerCase()}@foreign.example` }, 201)).json();
-  const pipeline = (await admin(app, 'POST', `/companies/${company.company_id}/pipelines`, {
-    name: `${marker} Pipeline`,
-    stages: [{ name: `${marker} Stage A` }, { name: `${marker} Stage B` }],
-    statuses: [{ name: `${marker} Status` }],
-    fields: [{ name: `${marker.toLowerCase()}_field`, type: 'text' }],
-  }, 201)).json();
+  const user = (
+    await admin(
+      app,
+      'POST',
+      `/companies/${company.company_id}/users`,
+      { name: `${marker} Person`, email: `${marker.toLowerCase()}@foreign.example` },
+      201,
+    )
+  ).json();
+  const pipeline = (
+    await admin(
+      app,
+      'POST',
+      `/companies/${company.company_id}/pipelines`,
+      {
+        name: `${marker} Pipeline`,
+        stages: [{ name: `${marker} Stage A` }, { name: `${marker} Stage B` }],
+        statuses: [{ name: `${marker} Status` }],
+        fields: [{ name: `${marker.toLowerCase()}_field`, type: 'text' }],
+      },
+      201,
+    )
+  ).json();
   return tenantFrom(company, user, pipeline, await createKey(app, company.company_id, user.user_id));
 }
 
@@ -79,8 +122,17 @@ export async function seedFuzzWorld(app: FastifyInstance): Promise<FuzzWorld> {
     automation: `${marker} Automation`,
   });
   const ids = [
-    foreign.companyId, foreign.userId, foreign.pipelineId, ...foreign.stageIds, ...foreign.statusIds,
-    foreign.keyId, foreign.itemId, foreign.taskId, foreign.hookId, foreign.automationId, foreign.eventId,
+    foreign.companyId,
+    foreign.userId,
+    foreign.pipelineId,
+    ...foreign.stageIds,
+    ...foreign.statusIds,
+    foreign.keyId,
+    foreign.itemId,
+    foreign.taskId,
+    foreign.hookId,
+    foreign.automationId,
+    foreign.eventId,
   ];
   // The marker alone covers every name, email, field and note of the foreign company.
   return { own, sandbox, foreign, foreignMarkers: [marker, marker.toLowerCase(), ...ids] };

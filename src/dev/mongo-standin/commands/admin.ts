@@ -3,9 +3,9 @@
 import { BSON } from 'bson';
 import { fail, notImplemented } from '../errors.js';
 import { compileFilter } from '../query.js';
+import { checkFields, type Handler, type Request } from './common.js';
 import type { Collection } from '../storage.js';
 import type { Doc } from '../values.js';
-import { checkFields, type Handler, type Request } from './common.js';
 
 export const VERSION = '7.0.0-standin';
 export const MAX_WIRE_VERSION = 21; // MongoDB 7.0
@@ -52,20 +52,39 @@ export const buildInfo: Handler = () => ({
   ok: 1,
 });
 
-const PARAMETERS: Doc = {
+const STATIC_PARAMETERS: Doc = {
   featureCompatibilityVersion: { version: '7.0' },
   authenticationMechanisms: [],
 };
 
-export const getParameter: Handler = ({ body }) => {
+export const getParameter: Handler = ({ state, body }) => {
+  const parameters: Doc = { ...STATIC_PARAMETERS, ...state.parameters };
   const all = body.getParameter === '*' || (typeof body.getParameter === 'object' && body.getParameter?.allParameters);
   const reply: Doc = {};
   for (const k of Object.keys(body).slice(1)) {
     if (k.startsWith('$') || k === 'lsid' || k === 'comment') continue;
-    if (!(k in PARAMETERS)) fail('InvalidOptions', 'no option found to get');
-    reply[k] = PARAMETERS[k];
+    if (!(k in parameters)) fail('InvalidOptions', 'no option found to get');
+    reply[k] = parameters[k];
   }
-  return { ...(all ? PARAMETERS : reply), ok: 1 };
+  return { ...(all ? parameters : reply), ok: 1 };
+};
+
+/** setParameter: only ttlMonitorSleepSecs (what tests on a real server set too, to see TTL deletions sooner). */
+export const setParameter: Handler = (req) => {
+  requireAdmin(req);
+  const { state, body } = req;
+  const names = Object.keys(body).filter((k) => k !== 'setParameter' && !k.startsWith('$') && k !== 'lsid');
+  if (names.length === 0) fail('NoSuchKey', 'no option found to set, use help:true to see options ');
+  const reply: Doc = {};
+  for (const name of names) {
+    if (name !== 'ttlMonitorSleepSecs') notImplemented(`setParameter ${name}`);
+    const secs = Number(body[name]);
+    if (!Number.isInteger(secs) || secs < 1) fail('BadValue', `ttlMonitorSleepSecs must be a positive integer`);
+    reply.was = state.parameters.ttlMonitorSleepSecs;
+    state.parameters.ttlMonitorSleepSecs = secs;
+    state.onTtlMonitorChange?.();
+  }
+  return { ...reply, ok: 1 };
 };
 
 /** Sessions are not tracked: lsid is ignored everywhere, so these are no-ops. */
@@ -132,9 +151,20 @@ export const dbStats: Handler = (req) => {
   const { objects, bytes } = dataSize(colls);
   const indexes = colls.reduce((s, c) => s + c.indexes.length, 0);
   return {
-    db: req.db, collections: colls.length, views: 0, objects,
-    avgObjSize: objects ? bytes / objects : 0, dataSize: bytes, storageSize: bytes,
-    indexes, indexSize: 0, totalSize: bytes, scaleFactor: 1, fsUsedSize: 0, fsTotalSize: 0, ok: 1,
+    db: req.db,
+    collections: colls.length,
+    views: 0,
+    objects,
+    avgObjSize: objects ? bytes / objects : 0,
+    dataSize: bytes,
+    storageSize: bytes,
+    indexes,
+    indexSize: 0,
+    totalSize: bytes,
+    scaleFactor: 1,
+    fsUsedSize: 0,
+    fsTotalSize: 0,
+    ok: 1,
   };
 };
 
@@ -146,8 +176,15 @@ export const collStats: Handler = (req) => {
   const { objects, bytes } = dataSize([coll]);
   const indexSizes = Object.fromEntries(coll.indexes.map((i) => [i.spec.name, 0]));
   return {
-    ns: coll.ns, count: objects, size: bytes, avgObjSize: objects ? bytes / objects : 0,
-    storageSize: bytes, nindexes: coll.indexes.length, totalIndexSize: 0, indexSizes, ok: 1,
+    ns: coll.ns,
+    count: objects,
+    size: bytes,
+    avgObjSize: objects ? bytes / objects : 0,
+    storageSize: bytes,
+    nindexes: coll.indexes.length,
+    totalIndexSize: 0,
+    indexSizes,
+    ok: 1,
   };
 };
 
@@ -173,6 +210,7 @@ export const renameCollection: Handler = (req) => {
   return { ok: 1 };
 };
 
-export const rejectTransactionCommand: Handler = () => fail('IllegalOperation', 'Transaction numbers are only allowed on a replica set member or mongos');
+export const rejectTransactionCommand: Handler = () =>
+  fail('IllegalOperation', 'Transaction numbers are only allowed on a replica set member or mongos');
 
 export const explain: Handler = () => notImplemented('explain');

@@ -1,14 +1,20 @@
 // Shared types and argument checking for command handlers.
 
-import type { Cursors } from '../cursors.js';
 import { fail, notImplemented } from '../errors.js';
-import type { Collection, Store } from '../storage.js';
 import { type Doc, formatValue, isNumeric, isPlainObject, keyOf, typeName } from '../values.js';
+import type { Cursors } from '../cursors.js';
+import type { Collection, Store } from '../storage.js';
 
 export interface ServerState {
   store: Store;
   cursors: Cursors;
   startedAt: Date;
+  /** Runtime parameters a client may read and set (getParameter / setParameter). */
+  parameters: { ttlMonitorSleepSecs: number };
+  /** Called after setParameter changes ttlMonitorSleepSecs. */
+  onTtlMonitorChange?: () => void;
+  /** Let another connection's command run between an upsert's failed match and its insert, as MongoDB may. */
+  interleaveUpserts: boolean;
 }
 
 export interface Request {
@@ -19,17 +25,32 @@ export interface Request {
   remote: string;
 }
 
-export type Handler = (req: Request) => Doc;
+export type Handler = (req: Request) => Doc | Promise<Doc>;
 
 /**
  * Fields every command may carry that do not change results on a
  * standalone in-memory server (sessions, read/write concern, timeouts, ...).
  */
 const GENERIC_FIELDS = new Set([
-  '$db', 'lsid', '$readPreference', '$clusterTime', 'writeConcern', 'readConcern', 'comment',
-  'maxTimeMS', 'apiVersion', 'apiStrict', 'apiDeprecationErrors', '$audit', '$client',
-  'bypassDocumentValidation', 'allowDiskUse', 'noCursorTimeout', 'allowPartialResults',
-  'mayBypassWriteBlocking', '$queryOptions',
+  '$db',
+  'lsid',
+  '$readPreference',
+  '$clusterTime',
+  'writeConcern',
+  'readConcern',
+  'comment',
+  'maxTimeMS',
+  'apiVersion',
+  'apiStrict',
+  'apiDeprecationErrors',
+  '$audit',
+  '$client',
+  'bypassDocumentValidation',
+  'allowDiskUse',
+  'noCursorTimeout',
+  'allowPartialResults',
+  'mayBypassWriteBlocking',
+  '$queryOptions',
 ]);
 
 /** Rejects unknown fields the way the server's IDL parser does. */
@@ -56,7 +77,7 @@ export function checkCollation(collation: unknown): void {
 
 export function collectionName(body: Doc): string {
   const [cmd] = Object.keys(body);
-  const name = body[cmd];
+  const name = cmd === undefined ? undefined : body[cmd];
   if (typeof name !== 'string') {
     fail('InvalidNamespace', `collection name has invalid type ${typeName(name)}`);
   }
@@ -69,7 +90,10 @@ export function optionalInt(body: Doc, field: string, opts: { min?: number } = {
   if (v === undefined || v === null) return undefined;
   const n = typeof v === 'number' ? v : isNumeric(v) ? Number(String(v)) : NaN;
   if (!Number.isFinite(n)) {
-    fail('TypeMismatch', `BSON field '${Object.keys(body)[0]}.${field}' is the wrong type '${typeName(v)}', expected types '[long, int, decimal, double]'`);
+    fail(
+      'TypeMismatch',
+      `BSON field '${Object.keys(body)[0]}.${field}' is the wrong type '${typeName(v)}', expected types '[long, int, decimal, double]'`,
+    );
   }
   if (opts.min !== undefined && n < opts.min) {
     fail('BadValue', `${field} must be >= ${opts.min}, got ${n}`);
@@ -81,7 +105,10 @@ export function optionalDoc(body: Doc, field: string): Doc | undefined {
   const v = body[field];
   if (v === undefined || v === null) return undefined;
   if (!isPlainObject(v)) {
-    fail('TypeMismatch', `BSON field '${Object.keys(body)[0]}.${field}' is the wrong type '${typeName(v)}', expected type 'object'`);
+    fail(
+      'TypeMismatch',
+      `BSON field '${Object.keys(body)[0]}.${field}' is the wrong type '${typeName(v)}', expected type 'object'`,
+    );
   }
   return v;
 }

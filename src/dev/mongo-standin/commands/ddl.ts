@@ -10,12 +10,31 @@ import { checkFields, collectionName, type Handler, ns, optionalDoc, optionalInt
 export const create: Handler = ({ state, db, body }) => {
   const name = collectionName(body);
   // Options such as capped, validator, timeseries or views change behaviour; reject them.
-  const extra = Object.keys(body).slice(1).filter((k) => !['$db', 'lsid', '$readPreference', '$clusterTime', 'writeConcern', 'comment', 'maxTimeMS', 'apiVersion', 'apiStrict', 'apiDeprecationErrors'].includes(k));
+  const extra = Object.keys(body)
+    .slice(1)
+    .filter(
+      (k) =>
+        ![
+          '$db',
+          'lsid',
+          '$readPreference',
+          '$clusterTime',
+          'writeConcern',
+          'comment',
+          'maxTimeMS',
+          'apiVersion',
+          'apiStrict',
+          'apiDeprecationErrors',
+        ].includes(k),
+    );
   if (extra.length) notImplemented(`the '${extra[0]}' option of create`);
   if (state.store.get(db, name)) fail('NamespaceExists', `Collection ${db}.${name} already exists.`);
   state.store.ensure(db, name);
   return { ok: 1 };
 };
+
+/** collMod changes validators, views, TTL and index options: features this stand-in refuses. */
+export const collMod: Handler = () => notImplemented('collMod');
 
 export const drop: Handler = ({ state, db, body }) => {
   const name = collectionName(body);
@@ -63,7 +82,8 @@ function signature(spec: IndexSpec): string {
 export const createIndexes: Handler = ({ state, db, body }) => {
   const name = collectionName(body);
   checkFields(body, ['indexes', 'commitQuorum', 'ignoreUnknownIndexOptions']);
-  if (!Array.isArray(body.indexes) || body.indexes.length === 0) fail('BadValue', 'Must specify at least one index to create');
+  if (!Array.isArray(body.indexes) || body.indexes.length === 0)
+    fail('BadValue', 'Must specify at least one index to create');
   const specs = body.indexes.map(normaliseSpec);
   const createdCollection = !state.store.get(db, name);
   const coll = state.store.ensure(db, name);
@@ -83,7 +103,8 @@ export const createIndexes: Handler = ({ state, db, body }) => {
       );
     }
     const sameKey = known.find(
-      (s) => keyOf(s.key) === keyOf(spec.key) && keyOf(s.partialFilterExpression) === keyOf(spec.partialFilterExpression),
+      (s) =>
+        keyOf(s.key) === keyOf(spec.key) && keyOf(s.partialFilterExpression) === keyOf(spec.partialFilterExpression),
     );
     if (sameKey?.name === '_id_' && signature(sameKey) === signature(spec)) continue; // createIndex({_id: 1}) is a no-op
     if (sameKey) fail('IndexOptionsConflict', `Index already exists with a different name: ${sameKey.name}`);
@@ -100,7 +121,11 @@ export const createIndexes: Handler = ({ state, db, body }) => {
     built.forEach((n) => coll.dropIndex(n));
     throw e;
   }
-  const reply: Doc = { numIndexesBefore: before, numIndexesAfter: coll.indexes.length, createdCollectionAutomatically: createdCollection };
+  const reply: Doc = {
+    numIndexesBefore: before,
+    numIndexesAfter: coll.indexes.length,
+    createdCollectionAutomatically: createdCollection,
+  };
   if (toBuild.length === 0) reply.note = 'all indexes already exist';
   return { ...reply, ok: 1 };
 };
@@ -111,7 +136,11 @@ export const listIndexes: Handler = ({ state, db, body }) => {
   const coll = state.store.get(db, name);
   if (!coll) fail('NamespaceNotFound', `ns does not exist: ${ns(db, name)}`);
   const batchSize = isPlainObject(body.cursor) ? optionalInt(body.cursor, 'batchSize', { min: 0 }) : undefined;
-  return state.cursors.start(`${db}.$cmd.listIndexes.${name}`, coll.indexes.map((i) => describe(i.spec)), batchSize);
+  return state.cursors.start(
+    `${db}.$cmd.listIndexes.${name}`,
+    coll.indexes.map((i) => describe(i.spec)),
+    batchSize,
+  );
 };
 
 export const dropIndexes: Handler = ({ state, db, body }) => {

@@ -1,12 +1,12 @@
 // Command dispatch: name lookup, transaction rejection, error shaping.
 
 import { asCommandError, fail, notImplemented, TXN_ERROR_MSG } from '../errors.js';
-import type { Doc } from '../values.js';
 import * as admin from './admin.js';
-import type { Handler, Request } from './common.js';
 import * as ddl from './ddl.js';
 import * as read from './read.js';
 import * as write from './write.js';
+import type { Doc } from '../values.js';
+import type { Handler, Request } from './common.js';
 
 const HANDLERS: Record<string, Handler> = {
   hello: admin.hello,
@@ -16,6 +16,7 @@ const HANDLERS: Record<string, Handler> = {
   buildInfo: admin.buildInfo,
   buildinfo: admin.buildInfo,
   getParameter: admin.getParameter,
+  setParameter: admin.setParameter,
   endSessions: admin.sessionsNoop,
   killSessions: admin.sessionsNoop,
   killAllSessions: admin.sessionsNoop,
@@ -44,6 +45,7 @@ const HANDLERS: Record<string, Handler> = {
   findandmodify: write.findAndModify,
   create: ddl.create,
   drop: ddl.drop,
+  collMod: ddl.collMod,
   listCollections: ddl.listCollections,
   createIndexes: ddl.createIndexes,
   listIndexes: ddl.listIndexes,
@@ -51,8 +53,8 @@ const HANDLERS: Record<string, Handler> = {
   deleteIndexes: ddl.dropIndexes,
 };
 
-/** Runs one command and always returns a reply document (errors become ok: 0). */
-export function runCommand(req: Omit<Request, 'db'>): Doc {
+/** Runs one command and always answers a reply document (errors become ok: 0); only a waiting command answers later. */
+export function runCommand(req: Omit<Request, 'db'>): Doc | Promise<Doc> {
   try {
     const name = Object.keys(req.body)[0];
     if (name === undefined) fail('FailedToParse', 'Empty command object');
@@ -60,7 +62,11 @@ export function runCommand(req: Omit<Request, 'db'>): Doc {
     if (typeof db !== 'string' || !db) fail('FailedToParse', "Missing or invalid required field '$db'");
     // Standalone servers have no transactions: fail loudly rather than run the
     // statements outside a transaction.
-    if (req.body.txnNumber !== undefined || req.body.startTransaction !== undefined || req.body.autocommit !== undefined) {
+    if (
+      req.body.txnNumber !== undefined ||
+      req.body.startTransaction !== undefined ||
+      req.body.autocommit !== undefined
+    ) {
       fail('IllegalOperation', TXN_ERROR_MSG);
     }
     const rc = req.body.readConcern;
@@ -69,7 +75,8 @@ export function runCommand(req: Omit<Request, 'db'>): Doc {
     }
     const handler = Object.hasOwn(HANDLERS, name) ? HANDLERS[name] : undefined;
     if (!handler) fail('CommandNotFound', `no such command: '${name}'`);
-    return handler({ ...req, db });
+    const reply = handler({ ...req, db });
+    return reply instanceof Promise ? reply.catch((e: unknown) => asCommandError(e).toReply()) : reply;
   } catch (e) {
     return asCommandError(e).toReply();
   }

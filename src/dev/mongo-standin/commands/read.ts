@@ -1,24 +1,58 @@
 // Read commands: find, getMore, killCursors, count, distinct, aggregate.
 
-import { Long } from 'bson';
+import { compare } from 'mingo/util';
 import { fail, notImplemented } from '../errors.js';
 import { compileFilter, findDocs, needsClone, runPipeline, validatePipeline } from '../query.js';
-import { compare } from 'mingo/util';
 import { clone, type Doc, EMPTY_ARRAY, isNumeric, isPlainObject, keyOf, MISSING, pathValues } from '../values.js';
 import {
-  checkCollation, checkFields, checkHint, collectionName, type Handler, ns, optionalDoc, optionalInt, rejectOptions,
+  checkCollation,
+  checkFields,
+  checkHint,
+  collectionName,
+  type Handler,
+  ns,
+  optionalDoc,
+  optionalInt,
+  rejectOptions,
 } from './common.js';
+import type { Long } from 'bson';
 
 const FIND_FIELDS = [
-  'filter', 'sort', 'projection', 'skip', 'limit', 'batchSize', 'singleBatch', 'hint', 'collation',
-  'let', 'min', 'max', 'returnKey', 'showRecordId', 'tailable', 'awaitData', 'oplogReplay', 'readOnce',
-  'allowSpeculativeMajorityRead', 'term',
+  'filter',
+  'sort',
+  'projection',
+  'skip',
+  'limit',
+  'batchSize',
+  'singleBatch',
+  'hint',
+  'collation',
+  'let',
+  'min',
+  'max',
+  'returnKey',
+  'showRecordId',
+  'tailable',
+  'awaitData',
+  'oplogReplay',
+  'readOnce',
+  'allowSpeculativeMajorityRead',
+  'term',
 ];
 
 export const find: Handler = ({ state, db, body }) => {
   const name = collectionName(body);
   checkFields(body, FIND_FIELDS);
-  rejectOptions(body, 'find', ['let', 'min', 'max', 'returnKey', 'showRecordId', 'tailable', 'awaitData', 'oplogReplay']);
+  rejectOptions(body, 'find', [
+    'let',
+    'min',
+    'max',
+    'returnKey',
+    'showRecordId',
+    'tailable',
+    'awaitData',
+    'oplogReplay',
+  ]);
   checkCollation(body.collation);
   const filter = optionalDoc(body, 'filter');
   const skip = optionalInt(body, 'skip', { min: 0 });
@@ -33,7 +67,11 @@ export const find: Handler = ({ state, db, body }) => {
   const coll = state.store.get(db, name);
   checkHint(coll, body.hint);
   const docs = findDocs(coll ? coll.candidates(filter) : [], {
-    filter, sort: body.sort, skip, limit, projection: body.projection,
+    filter,
+    sort: body.sort,
+    skip,
+    limit,
+    projection: body.projection,
   });
   const first = singleBatch && limit ? Math.min(limit, batchSize ?? limit) : batchSize;
   return state.cursors.start(ns(db, name), docs, first, singleBatch);
@@ -53,7 +91,8 @@ export const getMore: Handler = ({ state, db, body }) => {
 
 export const killCursors: Handler = ({ state, body }) => {
   checkFields(body, ['cursors']);
-  if (!Array.isArray(body.cursors)) fail('TypeMismatch', "BSON field 'killCursors.cursors' is missing or the wrong type");
+  if (!Array.isArray(body.cursors))
+    fail('TypeMismatch', "BSON field 'killCursors.cursors' is missing or the wrong type");
   const { cursorsKilled, cursorsNotFound } = state.cursors.kill(body.cursors);
   return { cursorsKilled, cursorsNotFound, cursorsAlive: [] as Long[], cursorsUnknown: [] as Long[], ok: 1 };
 };
@@ -79,12 +118,13 @@ export const count: Handler = ({ state, db, body }) => {
 
 export const distinct: Handler = ({ state, db, body }) => {
   const name = collectionName(body);
-  checkFields(body, ['key', 'query', 'collation', 'hint']);
+  // No `hint`: distinct takes one from MongoDB 7.1 on, and this stand-in answers as 7.0.
+  checkFields(body, ['key', 'query', 'collation']);
   checkCollation(body.collation);
-  if (typeof body.key !== 'string') fail('TypeMismatch', "BSON field 'distinct.key' is missing or the wrong type, expected type 'string'");
+  if (typeof body.key !== 'string')
+    fail('TypeMismatch', "BSON field 'distinct.key' is missing or the wrong type, expected type 'string'");
   const query = optionalDoc(body, 'query');
   const coll = state.store.get(db, name);
-  checkHint(coll, body.hint);
   const seen = new Map<string, unknown>();
   for (const doc of findDocs(coll ? coll.candidates(query) : [], { filter: query })) {
     for (const v of pathValues(doc, body.key)) {
@@ -107,7 +147,8 @@ export const aggregate: Handler = ({ state, db, body }) => {
   let source: Doc[] = [];
   let namespace = `${db}.$cmd.aggregate`;
   if (target === 1) {
-    if (Object.keys(pipeline[0] ?? {})[0] !== '$documents') notImplemented('database-level aggregate without $documents');
+    if (Object.keys(pipeline[0] ?? {})[0] !== '$documents')
+      notImplemented('database-level aggregate without $documents');
   } else if (typeof target === 'string') {
     namespace = ns(db, target);
     const coll = state.store.get(db, target);
@@ -119,10 +160,12 @@ export const aggregate: Handler = ({ state, db, body }) => {
       if (isPlainObject(first)) compileFilter(first); // validate early for a clear error
     }
   } else {
-    fail('InvalidNamespace', "collection name has invalid type, expected string or 1");
+    fail('InvalidNamespace', 'collection name has invalid type, expected string or 1');
   }
   const input = needsClone(pipeline) ? source.map(clone) : source;
-  const results = runPipeline(input, pipeline, (name) => [...(state.store.get(db, name)?.docs.values() ?? [])].map(clone));
+  const results = runPipeline(input, pipeline, (name) =>
+    [...(state.store.get(db, name)?.docs.values() ?? [])].map(clone),
+  );
   const batchSize = optionalInt(cursor, 'batchSize', { min: 0 });
   return state.cursors.start(namespace, results, batchSize);
 };

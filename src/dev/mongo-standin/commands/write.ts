@@ -1,22 +1,39 @@
-// Write commands: insert, update, delete, findAndModify. Each command runs
-// synchronously from start to finish (no await), so a read-modify-write such
-// as findAndModify is atomic with respect to every other connection.
+// Write commands: insert, update, delete, findAndModify. Each command runs from
+// start to finish without yielding to the event loop, so a read-modify-write such
+// as findAndModify is atomic with respect to every other connection. The one
+// exception is opt-in (interleaveUpserts): an upsert that matched nothing lets
+// other connections run before it inserts, as MongoDB may.
 
-import { asCommandError, fail } from '../errors.js';
+import { asCommandError, CommandError, fail } from '../errors.js';
 import { compileFilter, parseSort, projectDocs, sortDocs } from '../query.js';
-import type { Collection } from '../storage.js';
+import { checkDocumentSize, type Collection } from '../storage.js';
 import { applyUpdate, parseUpdate, touchedFields, upsertSeed, type UpdateSpec } from '../updates.js';
 import { type Doc, isPlainObject, keyOf } from '../values.js';
 import {
-  checkCollation, checkFields, checkHint, collectionName, type Handler, optionalDoc, type Request, rejectOptions,
+  checkCollation,
+  checkFields,
+  checkHint,
+  collectionName,
+  type Handler,
+  optionalDoc,
+  type Request,
+  rejectOptions,
 } from './common.js';
 
 const MAX_WRITE_BATCH = 100_000;
 
 function statements(body: Doc, field: string): Doc[] {
   const list = body[field];
-  if (!Array.isArray(list)) fail('TypeMismatch', `BSON field '${Object.keys(body)[0]}.${field}' is missing or the wrong type, expected type 'array'`);
-  if (list.length > MAX_WRITE_BATCH) fail('InvalidOptions', `Write batch sizes must be between 1 and ${MAX_WRITE_BATCH}. Got ${list.length} operations.`);
+  if (!Array.isArray(list))
+    fail(
+      'TypeMismatch',
+      `BSON field '${Object.keys(body)[0]}.${field}' is missing or the wrong type, expected type 'array'`,
+    );
+  if (list.length > MAX_WRITE_BATCH)
+    fail(
+      'InvalidOptions',
+      `Write batch sizes must be between 1 and ${MAX_WRITE_BATCH}. Got ${list.length} operations.`,
+    );
   return list;
 }
 
@@ -27,6 +44,25 @@ function eachStatement(body: Doc, list: unknown[], run: (stmt: unknown, index: n
   for (let i = 0; i < list.length; i++) {
     try {
       run(list[i], i);
+    } catch (e) {
+      writeErrors.push(asCommandError(e).toWriteError(i));
+      if (ordered) break;
+    }
+  }
+  return writeErrors;
+}
+
+/** eachStatement for statements that may wait (an interleaved upsert). */
+async function eachStatementAsync(
+  body: Doc,
+  list: unknown[],
+  run: (stmt: unknown, index: number) => Promise<void>,
+): Promise<Doc[]> {
+  const ordered = body.ordered !== false;
+  const writeErrors: Doc[] = [];
+  for (let i = 0; i < list.length; i++) {
+    try {
+      await run(list[i], i);
     } catch (e) {
       writeErrors.push(asCommandError(e).toWriteError(i));
       if (ordered) break;
@@ -48,6 +84,7 @@ export const insert: Handler = ({ state, db, body }) => {
   let n = 0;
   const errors = eachStatement(body, docs, (doc) => {
     if (!isPlainObject(doc)) fail('TypeMismatch', 'each insert document must be an object');
+    checkDocumentSize(doc, 'insert');
     coll.insert(doc); // freshly decoded from the wire, so nobody else holds a reference
     n++;
   });
@@ -69,20 +106,32 @@ interface UpdateOptions {
   sort?: unknown;
   /** Running counts, kept even when a later document of a multi-update fails. */
   tally?: { n: number; nModified: number };
+  /** Set on the one retry of an upsert that lost an insert race. */
+  retried?: boolean;
 }
 
 /** The core of update and findAndModify: match, apply, enforce indexes, or upsert. */
-function updateMatching(req: Request, name: string, filter: Doc | undefined, spec: UpdateSpec, opts: UpdateOptions): WriteResult {
+async function updateMatching(
+  req: Request,
+  name: string,
+  filter: Doc | undefined,
+  spec: UpdateSpec,
+  opts: UpdateOptions,
+): Promise<WriteResult> {
   const { store } = req.state;
   const coll = store.get(req.db, name);
   const targets = matching(coll, filter, opts.multi, opts.sort);
   if (targets.length === 0) {
     if (!opts.upsert) return { n: 0, nModified: 0 };
-    const seed = upsertSeed(filter);
-    const base = spec.kind === 'operators' ? seed : seed._id !== undefined ? { _id: seed._id } : {};
-    const { doc } = applyUpdate(base, spec, { inserting: true, arrayFilters: opts.arrayFilters });
-    const inserted = store.ensure(req.db, name).insert(doc);
-    return { n: 1, nModified: 0, upsertedId: inserted._id, after: inserted };
+    if (!req.state.interleaveUpserts) return upsert(req, name, filter, spec, opts);
+    // Another connection's command may run between the failed match and the insert, as on MongoDB.
+    await new Promise((resolve) => setImmediate(resolve));
+    try {
+      return upsert(req, name, filter, spec, opts);
+    } catch (e) {
+      if (opts.retried || !serverRetriesUpsert(e, filter, spec)) throw e;
+      return updateMatching(req, name, filter, spec, { ...opts, retried: true });
+    }
   }
   if (spec.kind === 'replacement' && opts.multi) {
     fail('FailedToParse', 'multi update is not supported for replacement-style update');
@@ -95,6 +144,7 @@ function updateMatching(req: Request, name: string, filter: Doc | undefined, spe
     const res = applyUpdate(doc, spec, { filter, arrayFilters: opts.arrayFilters });
     after = res.doc;
     if (res.modified) {
+      checkDocumentSize(res.doc, 'update');
       coll!.replace(keyOf(doc._id), res.doc, touched);
       nModified++;
       tally.nModified++;
@@ -102,6 +152,37 @@ function updateMatching(req: Request, name: string, filter: Doc | undefined, spe
     tally.n++;
   }
   return { n: targets.length, nModified, before: targets[0], after };
+}
+
+function upsert(
+  req: Request,
+  name: string,
+  filter: Doc | undefined,
+  spec: UpdateSpec,
+  opts: UpdateOptions,
+): WriteResult {
+  const seed = upsertSeed(filter);
+  const base = spec.kind === 'operators' ? seed : seed._id !== undefined ? { _id: seed._id } : {};
+  const { doc } = applyUpdate(base, spec, { inserting: true, arrayFilters: opts.arrayFilters });
+  checkDocumentSize(doc, 'update');
+  const inserted = req.state.store.ensure(req.db, name).insert(doc);
+  return { n: 1, nModified: 0, upsertedId: inserted._id, after: inserted };
+}
+
+/**
+ * Whether MongoDB (4.2+) retries an upsert that lost an insert race on a unique index itself: its filter is equality on
+ * exactly the fields of that index, and the update does not change them. Otherwise the client sees E11000.
+ */
+function serverRetriesUpsert(error: unknown, filter: Doc | undefined, spec: UpdateSpec): boolean {
+  if (!(error instanceof CommandError) || error.codeName !== 'DuplicateKey' || !filter) return false;
+  const indexFields = Object.keys(error.extra.keyPattern ?? {});
+  const filterFields = Object.keys(filter);
+  const equality = (v: unknown) =>
+    !isPlainObject(v) || Object.keys(v).every((k) => !k.startsWith('$')) || Object.keys(v).join() === '$eq';
+  if (filterFields.length !== indexFields.length || !filterFields.every((f) => indexFields.includes(f))) return false;
+  if (!filterFields.every((f) => equality(filter[f]))) return false;
+  const touched = touchedFields(spec);
+  return touched !== undefined && !filterFields.some((f) => touched.has(f.split('.')[0]));
 }
 
 function matching(coll: Collection | undefined, filter: Doc | undefined, multi: boolean, sort: unknown): Doc[] {
@@ -117,9 +198,9 @@ function matching(coll: Collection | undefined, filter: Doc | undefined, multi: 
   return parsedSort && !multi ? sortDocs(out, parsedSort, 1).slice(0, 1) : out;
 }
 
-const UPDATE_STMT_FIELDS = ['q', 'u', 'upsert', 'multi', 'arrayFilters', 'hint', 'collation', 'sort', 'c', 'upsertSupplied'];
+const UPDATE_STMT_FIELDS = ['q', 'u', 'upsert', 'multi', 'arrayFilters', 'hint', 'collation', 'c', 'upsertSupplied'];
 
-export const update: Handler = (req) => {
+export const update: Handler = async (req) => {
   const { body } = req;
   const name = collectionName(body);
   checkFields(body, ['updates', 'ordered', 'let']);
@@ -128,20 +209,20 @@ export const update: Handler = (req) => {
   let n = 0;
   let nModified = 0;
   const upserted: Doc[] = [];
-  const errors = eachStatement(body, list, (raw, index) => {
+  const errors = await eachStatementAsync(body, list, async (raw, index) => {
     if (!isPlainObject(raw)) fail('TypeMismatch', 'each update statement must be an object');
-    checkFields({ update: 1, ...raw }, UPDATE_STMT_FIELDS);
+    // `sort` is not among them: an update's sort came with MongoDB 8.0, and this stand-in answers as 7.0.
+    checkFields({ 'update.updates': 1, ...raw }, UPDATE_STMT_FIELDS);
     rejectOptions(raw, 'update', ['c']);
     checkCollation(raw.collation);
     checkHint(req.state.store.get(req.db, name), raw.hint);
     const filter = optionalDoc(raw, 'q') ?? {};
     const tally = { n: 0, nModified: 0 };
     try {
-      const res = updateMatching(req, name, filter, parseUpdate(raw.u), {
+      const res = await updateMatching(req, name, filter, parseUpdate(raw.u), {
         multi: !!raw.multi,
         upsert: !!raw.upsert,
         arrayFilters: arrayFilters(raw.arrayFilters),
-        sort: raw.sort,
         tally,
       });
       if (res.upsertedId !== undefined) {
@@ -174,10 +255,11 @@ export const del: Handler = (req) => {
   let n = 0;
   const errors = eachStatement(body, list, (raw) => {
     if (!isPlainObject(raw)) fail('TypeMismatch', 'each delete statement must be an object');
-    checkFields({ delete: 1, ...raw }, ['q', 'limit', 'hint', 'collation']);
+    checkFields({ 'delete.deletes': 1, ...raw }, ['q', 'limit', 'hint', 'collation']);
     checkCollation(raw.collation);
     const limit = Number(raw.limit ?? 0);
-    if (limit !== 0 && limit !== 1) fail('FailedToParse', `The limit field in delete objects must be 0 or 1. Got ${raw.limit}`);
+    if (limit !== 0 && limit !== 1)
+      fail('FailedToParse', `The limit field in delete objects must be 0 or 1. Got ${raw.limit}`);
     const coll = state.store.get(db, name);
     checkHint(coll, raw.hint);
     for (const doc of matching(coll, optionalDoc(raw, 'q') ?? {}, limit === 0, undefined)) {
@@ -187,10 +269,22 @@ export const del: Handler = (req) => {
   return withErrors({ n }, errors);
 };
 
-export const findAndModify: Handler = (req) => {
+export const findAndModify: Handler = async (req) => {
   const { state, db, body } = req;
   const name = collectionName(body);
-  checkFields(body, ['query', 'sort', 'remove', 'update', 'new', 'fields', 'upsert', 'arrayFilters', 'hint', 'collation', 'let']);
+  checkFields(body, [
+    'query',
+    'sort',
+    'remove',
+    'update',
+    'new',
+    'fields',
+    'upsert',
+    'arrayFilters',
+    'hint',
+    'collation',
+    'let',
+  ]);
   rejectOptions(body, 'findAndModify', ['let']);
   checkCollation(body.collation);
   const filter = optionalDoc(body, 'query') ?? {};
@@ -210,7 +304,7 @@ export const findAndModify: Handler = (req) => {
     if (doc) coll!.remove(keyOf(doc._id));
     return { lastErrorObject: { n: doc ? 1 : 0 }, value: shape(doc), ok: 1 };
   }
-  const res = updateMatching(req, name, filter, parseUpdate(body.update), {
+  const res = await updateMatching(req, name, filter, parseUpdate(body.update), {
     multi: false,
     upsert: !!body.upsert,
     arrayFilters: arrayFilters(body.arrayFilters),

@@ -1,0 +1,47 @@
+import { Coalescer } from '../shared/coalesce.js';
+import { REPUBLISHED_JOB } from '../shared/queues.js';
+import type { EventEnvelope } from './envelope.js';
+import type { EventConsumer, EventsRepository } from './repository.js';
+import type { Job } from 'bullmq';
+
+/**
+ * Records in MongoDB which events a consumer has finished (one bulk write for the jobs finished
+ * together), so that what is unfinished survives the loss of everything Redis held.
+ */
+export class ConsumerProgress {
+  private readonly finished: Coalescer<EventEnvelope>;
+
+  constructor(
+    private readonly consumer: EventConsumer,
+    private readonly eventStore: EventsRepository,
+  ) {
+    this.finished = new Coalescer((events) => eventStore.recordFinished(events.map((event) => ({ event, consumer }))));
+  }
+
+  /**
+   * Wraps a consumer's processor: a republished copy of an event this consumer already finished does
+   * nothing; a finished job (or one that has used its last attempt) is recorded before BullMQ hears
+   * of it, so a completed job always has its record.
+   */
+  track<R>(
+    process: (job: Job<EventEnvelope>) => Promise<R>,
+  ): (job: Job<EventEnvelope>) => Promise<R | { already_finished: true }> {
+    return async (job) => {
+      if (job.name === REPUBLISHED_JOB && (await this.eventStore.isFinished(this.consumer, job.data)))
+        return { already_finished: true };
+      try {
+        const result = await process(job);
+        await this.finished.add(job.data);
+        return result;
+      } catch (error) {
+        // Given up: the failure stays visible (failed job, automation run); the event is no longer unfinished.
+        if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) await this.finished.add(job.data).catch(() => {});
+        throw error;
+      }
+    };
+  }
+
+  close(): Promise<void> {
+    return this.finished.close();
+  }
+}

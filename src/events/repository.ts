@@ -1,0 +1,240 @@
+import { MongoBulkWriteError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
+import { EVENT_QUEUES, type EventQueue } from '../shared/queues.js';
+import type { EventEnvelope, EventType } from './envelope.js';
+
+/** The consumers of every event (each an event queue): what each has finished is recorded on the event. */
+export const EVENT_CONSUMERS = EVENT_QUEUES;
+export type EventConsumer = EventQueue;
+
+const DAY_MS = 24 * 3_600_000;
+export const DEFAULT_RETENTION_DAYS = 30;
+
+/**
+ * One event, kept for EVENTS_RETENTION_DAYS (DECISIONS.md section 12.1): MongoDB is its durable home,
+ * the queues only schedule the work. `pending` lists the consumers that have not finished it, so
+ * "unfinished" is an indexed query; `unqueued` marks an event no queue has been given yet.
+ */
+export interface EventDoc {
+  /** The event_id. */
+  _id: string;
+  company_id: string;
+  type: EventType;
+  occurred_at: Date;
+  /** The task or item the event is about. */
+  resource_id: string | null;
+  /** The envelope as consumers get it (with the internal `depth`). */
+  event: EventEnvelope;
+  pending: EventConsumer[];
+  unqueued?: true;
+  recorded_at: Date;
+  /** occurred_at + retention: the TTL index removes the event some time after (reads never rely on when). */
+  expires_at: Date;
+}
+
+export interface EventFeedFilter {
+  types: EventType[];
+  occurredAfter?: Date;
+  occurredBefore?: Date;
+  resourceId?: string;
+}
+
+/** What identifies an event for a targeted write: its id and its company. */
+export type EventRef = Pick<EventEnvelope, 'event_id' | 'company_id'>;
+
+export interface ConsumerFinished {
+  event: EventRef;
+  consumer: EventConsumer;
+}
+
+function resourceIdOf(event: EventEnvelope): string | null {
+  const data = event.data as { task_id?: unknown; item_id?: unknown };
+  const id = event.type.startsWith('task.') ? data.task_id : data.item_id;
+  return typeof id === 'string' ? id : null;
+}
+
+/** The reconciler's record of the mark it last left in Redis (see reconciler.ts). */
+interface ReconcileMarkDoc {
+  _id: 'redis';
+  mark: string;
+  updated_at: Date;
+}
+
+/** The only code that touches `events` (and `event_reconciliation`, the reconciler's one document). */
+export class EventsRepository {
+  private readonly events: Collection<EventDoc>;
+  private readonly marks: Collection<ReconcileMarkDoc>;
+  private readonly retentionMs: number;
+
+  constructor(db: Db, retentionDays = DEFAULT_RETENTION_DAYS) {
+    this.events = db.collection<EventDoc>('events');
+    this.marks = db.collection<ReconcileMarkDoc>('event_reconciliation');
+    this.retentionMs = retentionDays * DAY_MS;
+  }
+
+  static async ensureIndexes(db: Db): Promise<void> {
+    await db.collection('events').createIndexes([
+      { key: { company_id: 1, occurred_at: 1, _id: 1 }, name: 'feed' },
+      { key: { company_id: 1, resource_id: 1, occurred_at: 1, _id: 1 }, name: 'feed_resource' },
+      // Multikey: an event is listed under each consumer that has not finished it.
+      { key: { pending: 1, _id: 1 }, name: 'unfinished' },
+      { key: { unqueued: 1 }, name: 'unqueued', sparse: true },
+      { key: { expires_at: 1 }, name: 'retention', expireAfterSeconds: 0 },
+    ]);
+  }
+
+  /** Events older than this are gone for readers, whether or not the TTL monitor has removed them yet. */
+  retainedSince(now = new Date()): Date {
+    return new Date(now.getTime() - this.retentionMs);
+  }
+
+  /**
+   * Records events moved out of a document's outbox, in one round trip. An event recorded before (a
+   * move repeated after a crash) is left as it is: its consumers' progress is kept.
+   */
+  async record(events: EventEnvelope[], options: { queued: boolean; now?: Date }): Promise<void> {
+    if (events.length === 0) return;
+    const now = options.now ?? new Date();
+    const docs: EventDoc[] = events.map((event) => {
+      const occurredAt = new Date(event.occurred_at);
+      return {
+        _id: event.event_id,
+        company_id: event.company_id,
+        type: event.type,
+        occurred_at: occurredAt,
+        resource_id: resourceIdOf(event),
+        event,
+        pending: [...EVENT_CONSUMERS],
+        ...(options.queued ? {} : { unqueued: true as const }),
+        recorded_at: now,
+        expires_at: new Date(occurredAt.getTime() + this.retentionMs),
+      };
+    });
+    try {
+      await this.events.insertMany(docs, { ordered: false });
+    } catch (error) {
+      const duplicatesOnly =
+        error instanceof MongoBulkWriteError &&
+        (Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors]).every(
+          (writeError) => writeError.code === 11000,
+        );
+      if (!duplicatesOnly) throw error;
+    }
+  }
+
+  /** Events whose publishing failed wait for the relay (a later pass publishes everything `unqueued`). */
+  markUnqueued(events: EventRef[]): Promise<void> {
+    return this.setPerCompany(events, { $set: { unqueued: true } });
+  }
+
+  markQueued(events: EventRef[]): Promise<void> {
+    return this.setPerCompany(events, { $unset: { unqueued: '' } });
+  }
+
+  /** One write per company (all in one round trip), each targeted by company_id (docs/scaling.md). */
+  private async setPerCompany(events: EventRef[], update: UpdateFilter<EventDoc>): Promise<void> {
+    if (events.length === 0) return;
+    const byCompany = new Map<string, string[]>();
+    for (const { company_id: companyId, event_id: eventId } of events)
+      byCompany.set(companyId, [...(byCompany.get(companyId) ?? []), eventId]);
+    await this.events.bulkWrite(
+      [...byCompany].map(([companyId, ids]) => ({
+        updateMany: { filter: { company_id: companyId, _id: { $in: ids } }, update },
+      })),
+      { ordered: false },
+    );
+  }
+
+  /** Events no queue has taken yet, with the consumers still to run them. */
+  findUnqueued(limit: number): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'pending'>>> {
+    // Global by design: one indexed query per relay pass (docs/scaling.md).
+    return this.events
+      .find({ unqueued: true }, { projection: { event: 1, pending: 1 } })
+      .limit(limit)
+      .toArray();
+  }
+
+  /** One write for everything consumers finished together (one round trip). */
+  async recordFinished(finished: ConsumerFinished[]): Promise<void> {
+    if (finished.length === 0) return;
+    await this.events.bulkWrite(
+      finished.map(({ event, consumer }) => ({
+        updateOne: {
+          filter: { company_id: event.company_id, _id: event.event_id },
+          update: { $pull: { pending: consumer } },
+        },
+      })),
+      { ordered: false },
+    );
+  }
+
+  /** Whether the consumer has already finished the event (an event gone past retention counts as finished). */
+  async isFinished(consumer: EventConsumer, event: EventRef): Promise<boolean> {
+    const open = await this.events.findOne(
+      { company_id: event.company_id, _id: event.event_id, pending: consumer },
+      { projection: { _id: 1 } },
+    );
+    return open === null;
+  }
+
+  /** A page of the events a consumer has not finished, in event id order (keyset on _id). */
+  findUnfinished(
+    consumer: EventConsumer,
+    afterId: string | undefined,
+    limit: number,
+  ): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'unqueued'>>> {
+    const filter: Filter<EventDoc> = { pending: consumer, ...(afterId ? { _id: { $gt: afterId } } : {}) };
+    return this.events
+      .find(filter, { projection: { event: 1, unqueued: 1 } })
+      .sort({ _id: 1 })
+      .hint('unfinished')
+      .limit(limit)
+      .toArray();
+  }
+
+  /** The feed (DECISIONS.md section 12.1): oldest first, keyset on (occurred_at, _id), within retention. */
+  list(
+    companyId: string,
+    filter: EventFeedFilter,
+    limit: number,
+    after?: { occurredAt: Date; id: string },
+    now = new Date(),
+  ): Promise<EventDoc[]> {
+    const since = this.retainedSince(now);
+    const occurred: Record<string, Date> = { $gte: since };
+    if (filter.occurredAfter) occurred.$gt = filter.occurredAfter;
+    if (filter.occurredBefore) occurred.$lt = filter.occurredBefore;
+    const clauses: Filter<EventDoc>[] = [
+      {
+        company_id: companyId,
+        type: { $in: filter.types },
+        occurred_at: occurred,
+        ...(filter.resourceId !== undefined ? { resource_id: filter.resourceId } : {}),
+      },
+    ];
+    if (after) {
+      clauses.push({
+        $or: [{ occurred_at: { $gt: after.occurredAt } }, { occurred_at: after.occurredAt, _id: { $gt: after.id } }],
+      });
+    }
+    return this.events
+      .find(clauses.length === 1 ? clauses[0] : { $and: clauses }, { projection: { event: 1, occurred_at: 1 } })
+      .sort({ occurred_at: 1, _id: 1 })
+      .limit(limit)
+      .toArray();
+  }
+
+  findById(companyId: string, eventId: string, now = new Date()): Promise<Pick<EventDoc, '_id' | 'event'> | null> {
+    return this.events.findOne(
+      { _id: eventId, company_id: companyId, occurred_at: { $gte: this.retainedSince(now) } },
+      { projection: { event: 1 } },
+    );
+  }
+
+  async readReconcileMark(): Promise<string | null> {
+    return (await this.marks.findOne({ _id: 'redis' }))?.mark ?? null;
+  }
+
+  async writeReconcileMark(mark: string): Promise<void> {
+    await this.marks.updateOne({ _id: 'redis' }, { $set: { mark, updated_at: new Date() } }, { upsert: true });
+  }
+}

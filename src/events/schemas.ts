@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { limitSchema } from '../shared/pagination.js';
+import { isoTimestampQuery } from '../shared/time.js';
+import { EVENT_TYPES, eventEnvelopeSchema, type EventEnvelope, type EventType } from './envelope.js';
+
+const example = {
+  event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',
+  type: 'task.completed',
+  company_id: 'cmp_6740b7a1c2d3e4f5a6b7c8d0',
+  occurred_at: '2026-11-20T08:30:00.000Z',
+  data: {
+    task_id: 'tsk_6740b7a1c2d3e4f5a6b7c8d9',
+    title: 'Call Acme about renewal',
+    due_at: '2026-11-22T09:30:00.000Z',
+    assigned_to: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
+    description: null,
+    priority: 'high',
+    task_type: 'call',
+    item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d1',
+    duration_minutes: 30,
+    reminder_minutes: 15,
+    notes: 'Signed.',
+    is_completed: true,
+    created_by: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
+    completed_at: '2026-11-20T08:30:00.000Z',
+    created_at: '2026-11-20T08:00:00.000Z',
+    updated_at: '2026-11-20T08:30:00.000Z',
+  },
+  changes: {
+    is_completed: { from: false, to: true },
+    completed_at: { from: null, to: '2026-11-20T08:30:00.000Z' },
+  },
+};
+
+/** One event as the feed shows it: exactly the envelope webhooks carry. */
+export const feedEventSchema = eventEnvelopeSchema.meta({
+  id: 'FeedEvent',
+  description: 'The event envelope, exactly as REST hooks receive it',
+  example,
+});
+
+const typeList = z
+  .string()
+  .max(1_000)
+  .transform((value, ctx) => {
+    const types = [...new Set(value.split(',').map((type) => type.trim()))];
+    const unknown = types.filter((type) => !(EVENT_TYPES as readonly string[]).includes(type));
+    if (unknown.length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `unknown event type ${unknown.join(', ')}; expected some of ${EVENT_TYPES.join(', ')}`,
+      });
+      return z.NEVER;
+    }
+    return types as EventType[];
+  })
+  .meta({ example: 'task.created,task.completed' });
+
+export const listEventsQuery = z
+  .strictObject({
+    type: typeList.optional().describe('Comma-separated event types'),
+    occurred_after: isoTimestampQuery.optional(),
+    occurred_before: isoTimestampQuery.optional(),
+    resource_id: z.string().min(1).max(100).optional().describe('A task_id or item_id'),
+    limit: limitSchema,
+    cursor: z.string().max(1_000).optional(),
+  })
+  .superRefine((query, ctx) => {
+    if (query.occurred_after && query.occurred_before && query.occurred_after > query.occurred_before)
+      ctx.addIssue({ code: 'custom', path: ['occurred_after'], message: 'must not be after occurred_before' });
+  });
+
+export type ListEventsQuery = z.infer<typeof listEventsQuery>;
+export type FeedEvent = Omit<EventEnvelope, 'depth'>;
+
+/** The one mapping from a stored event to the feed's shape: the webhook body (no internal `depth`). */
+export function toFeedEvent(event: EventEnvelope): FeedEvent {
+  const { depth: _depth, ...envelope } = event;
+  return envelope;
+}

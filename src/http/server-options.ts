@@ -1,0 +1,78 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import { AppError } from '../shared/errors.js';
+import { PROBLEM_CONTENT_TYPE, problemFromError } from './problem.js';
+import type { Config } from '../config.js';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Socket } from 'node:net';
+
+/**
+ * The TRUST_PROXY setting as Fastify's trustProxy. A hop count becomes "the socket peer and the
+ * rightmost hops-1 X-Forwarded-For entries are proxies", so the client address is `hops` entries from
+ * the right; Fastify itself treats a bare number as trusting nothing.
+ */
+export function trustProxyOption(
+  setting: Config['TRUST_PROXY'],
+): false | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof setting === 'number') return setting === 0 ? false : (_address, hop) => hop < setting;
+  return setting;
+}
+
+/** What a connection that never produced a routable request is answered: status and problem code. */
+function clientErrorProblem(code: string | undefined): AppError {
+  switch (code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new AppError(408, 'request_timeout', 'Request timeout', 'The request did not arrive in time');
+    case 'HPE_HEADER_OVERFLOW':
+      return new AppError(431, 'headers_too_large', 'Request headers too large', 'The request headers are too large');
+    default:
+      return new AppError(400, 'bad_request', 'Bad request', 'The request is not valid HTTP');
+  }
+}
+
+/**
+ * Node's `clientError`: malformed HTTP and requests that did not arrive in time. Answered as
+ * problem+json (like every other error) when nothing of a response was written on the socket yet, then
+ * the connection is closed; a reset connection has nobody to answer.
+ */
+export function answerClientError(
+  this: { log: FastifyBaseLogger },
+  error: Error & { code?: string },
+  socket: Socket,
+): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    const problem = clientErrorProblem(error.code);
+    const requestId = randomUUID();
+    const body = JSON.stringify(problemFromError(problem, requestId));
+    socket.write(
+      `HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\n` +
+        `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: ${requestId}\r\n` +
+        'Connection: close\r\n\r\n' +
+        body,
+    );
+  }
+  this.log.debug({ err: error }, 'client error');
+  socket.destroy();
+}
+
+/**
+ * Server timeouts (DECISIONS.md section 12.4) against slow clients: a request must arrive whole within
+ * REQUEST_TIMEOUT_MS and its headers within HEADERS_TIMEOUT_MS (408), an idle keep-alive connection
+ * closes after KEEP_ALIVE_TIMEOUT_MS. Node checks the first two on a timer; it runs often enough that a
+ * limit is enforced within a quarter of it (at most a second late) instead of Node's default 30 s.
+ */
+export function serverTimeoutOptions(config: Config) {
+  const shortest = Math.min(config.REQUEST_TIMEOUT_MS, config.HEADERS_TIMEOUT_MS);
+  return {
+    requestTimeout: config.REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: config.KEEP_ALIVE_TIMEOUT_MS,
+    http: {
+      headersTimeout: config.HEADERS_TIMEOUT_MS,
+      connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(shortest / 4))),
+    },
+  };
+}
