@@ -2,6 +2,7 @@ import cliProgress from 'cli-progress';
 import { duplicateTokens } from '../src/items/duplicates.js';
 import { nameWords } from '../src/items/search.js';
 import { newId } from '../src/shared/ids.js';
+import { must } from '../src/shared/must.js';
 import type { ItemDoc } from '../src/items/repository.js';
 import type { PipelineDoc } from '../src/pipelines/repository.js';
 import type { Stack } from './stack.js';
@@ -104,7 +105,7 @@ async function insertItems(
         const pipeline = index % 4 === 3 ? other : main;
         const custom = {
           deal_value: 1_000 + (index % 97) * 250,
-          industry: INDUSTRIES[index % 3],
+          industry: INDUSTRIES[index % 3] ?? 'Retail',
           website: `https://customer-${index}.example.com`,
         };
         const values = { name: `Deal ${index}`, contact_id: `contact-${index % 500}`, custom };
@@ -116,7 +117,7 @@ async function insertItems(
           short_id: `I-${index + 1}`,
           name: values.name,
           pipeline_id: pipeline._id,
-          stage_id: pipeline.stages[index % pipeline.stages.length].stage_id,
+          stage_id: must(pipeline.stages[index % pipeline.stages.length], 'a stage').stage_id,
           status_id: null,
           contact_id: values.contact_id,
           source: 'import',

@@ -143,7 +143,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     if (text.trim() === '') return done(null, undefined);
     const oversize = oversizeJsonProblem(text);
     if (oversize) return done(new ValidationError([oversize]), undefined);
-    parseJson(request, text, done);
+    void parseJson(request, text, done);
   });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);

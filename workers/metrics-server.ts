@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { metricsRegistry } from '../src/shared/metrics.js';
 import type { RoleState } from './start.js';
 
@@ -17,9 +17,10 @@ export interface WorkerProbes {
  * restarts the process) and /readyz (200 only while MongoDB and Redis answer and every role runs).
  */
 export async function startMetricsServer(port: number, probes: WorkerProbes): Promise<Server> {
-  const server = createServer(async (request, response) => {
-    const json = (status: number, body: unknown) =>
-      response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  const server = createServer((request, response) => void answer(request, response));
+  async function answer(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const json = (status: number, body: unknown): void =>
+      void response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     try {
       const path = request.url?.split('?')[0];
       if (request.method !== 'GET' && request.method !== 'HEAD') return void response.writeHead(405).end();
@@ -46,7 +47,7 @@ export async function startMetricsServer(port: number, probes: WorkerProbes): Pr
     } catch {
       if (!response.headersSent) response.writeHead(500).end();
     }
-  });
+  }
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, '0.0.0.0', () => {

@@ -5,6 +5,7 @@
 
 import { fork } from 'node:child_process';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { must } from '../../src/shared/must.js';
 import { ADMIN_TOKEN, startMeasuredApp } from './stack.js';
 
 const BODY_LIMIT = 1024 * 1024;
@@ -143,9 +144,9 @@ async function healthz(url: string): Promise<number> {
   return performance.now() - started;
 }
 
-function ask(message: object): Promise<Record<string, number>> {
+function ask(message: object): Promise<{ activeMs: number; maxDelayMs: number }> {
   return new Promise((resolve) => {
-    process.once('message', (answer) => resolve(answer as Record<string, number>));
+    process.once('message', (answer) => resolve(answer as { activeMs: number; maxDelayMs: number }));
     process.send!(message);
   });
 }
@@ -155,7 +156,7 @@ async function client(target: Target): Promise<void> {
   for (const scenario of SCENARIOS) {
     const body = scenario.body(target);
     await send(target, scenario, body); // warm-up (schemas compiled, caches filled)
-    let worst: Record<string, number> | undefined;
+    let worst: { activeMs: number; maxDelayMs: number } | undefined;
     let seen: Awaited<ReturnType<typeof send>> | undefined;
     for (let run = 0; run < 3; run++) {
       await ask({ begin: scenario.name });
@@ -176,7 +177,7 @@ async function client(target: Target): Promise<void> {
   console.table(rows);
 
   // /healthz while four of the first scenario's bodies are handled at once.
-  const scenario = SCENARIOS[0];
+  const scenario = must(SCENARIOS[0], 'a scenario');
   const body = scenario.body(target);
   const idle: number[] = [];
   for (let i = 0; i < 20; i++) idle.push(await healthz(target.url));
@@ -192,7 +193,8 @@ async function client(target: Target): Promise<void> {
   running = false;
   await probe;
   const max = (values: number[]) => Math.max(...values).toFixed(1);
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)].toFixed(1);
+  const median = (values: number[]) =>
+    ([...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN).toFixed(1);
   console.log(
     `/healthz idle: median ${median(idle)} ms, max ${max(idle)} ms; ` +
       `while 4 "${scenario.name}" run in parallel: median ${median(during)} ms, max ${max(during)} ms (${during.length} probes)`,

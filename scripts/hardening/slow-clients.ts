@@ -51,7 +51,7 @@ function trickle(socket: Socket, text: string, everyMs: number, closed: () => bo
   let at = 0;
   const next = () => {
     if (closed() || at >= text.length) return;
-    socket.write(text[at++]);
+    socket.write(text.charAt(at++));
     setTimeout(next, everyMs);
   };
   next();

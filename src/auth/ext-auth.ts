@@ -1,5 +1,6 @@
 import { InsufficientScopeError, RateLimitedError, UnauthorizedError } from '../shared/errors.js';
 import { rateLimitRejections } from '../shared/metrics.js';
+import { must } from '../shared/must.js';
 import { UnknownApiKeyError, type ApiKeyAuthenticator, type AuthContext } from './authenticator.js';
 import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
 import type { FailedAuthThrottle } from './failed-auth-throttle.js';
@@ -58,7 +59,8 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
 
     const { scope: required, anyScope } = request.routeOptions.config;
     if (required && !auth.scopes.has(required)) throw new InsufficientScopeError(required);
-    if (anyScope && !anyScope.some((scope) => auth.scopes.has(scope))) throw new InsufficientScopeError(anyScope[0]);
+    if (anyScope && !anyScope.some((scope) => auth.scopes.has(scope)))
+      throw new InsufficientScopeError(must(anyScope[0], 'a scope in anyScope'));
   };
 }
 

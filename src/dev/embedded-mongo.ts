@@ -48,8 +48,8 @@ function findOrDownloadMongod(env: NodeJS.ProcessEnv, timeoutMs: number): Promis
     });
     let out = '';
     let err = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk));
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk));
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`no answer within ${timeoutMs / 1000} s`));

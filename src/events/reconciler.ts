@@ -106,7 +106,7 @@ export class Reconciler {
         signal?.throwIfAborted();
         const page = await this.deps.eventStore.findUnfinished(consumer, after, PAGE);
         if (page.length === 0) break;
-        after = page[page.length - 1]._id;
+        after = page.at(-1)?._id;
         // Events never queued are the relay's (it queues everything marked unqueued).
         const toQueue = page.filter((doc) => !doc.unqueued).map((doc) => ({ event: doc.event, consumers: [consumer] }));
         if (!(await this.deps.publisher.enqueue(toQueue, { republished: true }))) throw new RedisWentAway();

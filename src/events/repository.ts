@@ -217,7 +217,9 @@ export class EventsRepository {
       });
     }
     return this.events
-      .find(clauses.length === 1 ? clauses[0] : { $and: clauses }, { projection: { event: 1, occurred_at: 1 } })
+      .find(clauses.length === 1 && clauses[0] ? clauses[0] : { $and: clauses }, {
+        projection: { event: 1, occurred_at: 1 },
+      })
       .sort({ occurred_at: 1, _id: 1 })
       .limit(limit)
       .toArray();

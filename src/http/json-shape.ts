@@ -68,7 +68,7 @@ export function oversizeJsonProblem(text: string): FieldProblem | undefined {
   const pathTo = (level: number): string => {
     const segments: string[] = [];
     for (let d = 1; d < level; d++) {
-      segments.push(isObject[d] ? text.slice(keyStart[d] + 1, keyEnd[d]) : String(commas[d]));
+      segments.push(isObject[d] ? text.slice((keyStart[d] ?? -1) + 1, keyEnd[d]) : String(commas[d]));
     }
     return segments.join('.');
   };
@@ -96,7 +96,8 @@ export function oversizeJsonProblem(text: string): FieldProblem | undefined {
         depth--;
         break;
       case COMMA:
-        if (++commas[depth] >= MAX_JSON_MEMBERS) {
+        commas[depth] = (commas[depth] ?? 0) + 1;
+        if ((commas[depth] ?? 0) >= MAX_JSON_MEMBERS) {
           return { path: pathTo(depth), message: `has more than ${MAX_JSON_MEMBERS} members` };
         }
         if (++values >= MAX_JSON_VALUES) {

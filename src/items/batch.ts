@@ -30,11 +30,10 @@ export async function runBatch(
   };
   const results: BatchResult[] = [];
   let index = 0;
-  while (index < operations.length) {
-    const operation = operations[index];
+  for (let operation = operations[index]; operation; operation = operations[index]) {
     if (operation.op === 'create') {
       let end = index;
-      while (end < operations.length && operations[end].op === 'create') end++;
+      while (operations[end]?.op === 'create') end++;
       results.push(...(await runCreates(items, actor, operations.slice(index, end), failure)));
       index = end;
       continue;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { problemSchema } from '../http/problem.js';
 import { limitSchema } from '../shared/pagination.js';
-import { isoTimestampInput, isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
+import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
 import { customValueOf, type CustomValue } from './custom-fields.js';
 import { isFilterParameter } from './search.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
@@ -61,7 +61,7 @@ export const externalIdSchema = z
   .string()
   .min(1)
   .max(255)
-  .refine((value) => !/[\u0000-\u001f\u007f]/.test(value), 'must not contain control characters')
+  .refine((value) => !/\p{Cc}/u.test(value), 'must not contain control characters')
   .describe("The integrator's own id of the item (1–255 characters), unique per company");
 
 export const createItemBody = z

@@ -12,6 +12,7 @@ import {
 } from '../shared/errors.js';
 import { ifMatchAccepts, versionEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
+import { must } from '../shared/must.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
 import { validateMetadata, type CustomValues } from './custom-fields.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
@@ -200,7 +201,9 @@ export class ItemsService {
     let seq = last - valid;
     const now = new Date();
     const built = checked.map((entry, index) =>
-      entry instanceof AppError ? entry : this.buildNew(auth, bodies[index], entry, ++seq, now),
+      entry instanceof AppError
+        ? entry
+        : this.buildNew(auth, must(bodies[index], 'a body per entry'), entry, ++seq, now),
     );
     const toInsert = built.filter((entry): entry is Exclude<typeof entry, AppError> => !(entry instanceof AppError));
     const outcomes = await this.deps.items.insertMany(toInsert.map((entry) => entry.doc));

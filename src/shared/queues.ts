@@ -82,6 +82,9 @@ export function startWorker<N extends QueueName>(
     concurrency: 10,
     lockDuration: settings.lockMs ?? 30_000,
     stalledInterval: Math.max(500, Math.floor((settings.lockMs ?? 30_000) / 2)),
+    // Every processor is idempotent (effects once per event or delivery), so a job whose worker died is
+    // safe to run again; BullMQ's default of 1 fails a job for good when a crash and an outage come close together.
+    maxStalledCount: 5,
     ...options,
   });
   const logger = settings.logger;

@@ -29,7 +29,7 @@ function digest(value: string): Buffer {
 
 /** Constant-time check of `Authorization: Bearer <token>`; never true without a configured token. */
 export function bearerMatches(header: string | undefined, token: string | undefined): boolean {
-  const match = header ? /^bearer\s+(.+)$/i.exec(header) : null; // the scheme name is case-insensitive
-  if (!token || !match) return false;
-  return timingSafeEqual(digest(match[1].trim()), digest(token));
+  const credentials = header ? /^bearer\s+(.+)$/i.exec(header)?.[1] : undefined; // the scheme is case-insensitive
+  if (!token || !credentials) return false;
+  return timingSafeEqual(digest(credentials.trim()), digest(token));
 }

@@ -75,7 +75,7 @@ describe('a client generated from the served document', () => {
     writeFileSync(join(dir, 'api.d.ts'), astToString(ast));
     const snippets = DOCS_WITH_CLIENT_EXAMPLES.flatMap((page) =>
       [...readFileSync(join(root, page), 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)]
-        .map((match) => match[1])
+        .map((match) => match[1] ?? '')
         .filter((code) => code.includes("from 'openapi-fetch'"))
         .map((code, index) => {
           const file = join(dir, `${page.replace(/\W/g, '-')}-${index}.ts`);
@@ -100,7 +100,10 @@ describe('a client generated from the served document', () => {
     expect(diagnostics).toEqual([]);
 
     const { connect } = (await import(pathToFileURL(join(dir, 'client.ts')).href)) as {
-      connect: (baseUrl: string, key: string) => Record<string, (arg?: unknown) => Promise<any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+      connect: (
+        baseUrl: string,
+        key: string,
+      ) => Record<'createTask' | 'createItem' | 'listItems', (arg?: unknown) => Promise<any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
     };
     const api = connect(baseUrl, tenant.key);
 

@@ -11,7 +11,7 @@ const markdownFiles = ['README.md', ...readdirSync(join(root, 'docs')).map((name
 /** GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens. */
 function anchorsOf(markdown: string): Set<string> {
   const anchors = new Set<string>();
-  for (const [, heading] of markdown.matchAll(/^#{1,6} (.+)$/gm)) {
+  for (const [, heading = ''] of markdown.matchAll(/^#{1,6} (.+)$/gm)) {
     anchors.add(
       heading
         .toLowerCase()
@@ -28,7 +28,7 @@ describe('README and docs/', () => {
     const problems: string[] = [];
     for (const file of markdownFiles) {
       const text = readFileSync(join(root, file), 'utf8');
-      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      for (const [, target = ''] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
         if (/^(https?:|mailto:)/.test(target)) continue;
         const [path, anchor] = target.split('#');
         const resolved = path ? resolve(root, dirname(file), path) : join(root, file);

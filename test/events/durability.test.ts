@@ -10,7 +10,7 @@ import { EventsRepository } from '../../src/events/repository.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { createQueue, EVENT_QUEUES } from '../../src/shared/queues.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
-import { createTestEnv, startTestWorkers, type TestEnv } from '../helpers/app.js';
+import { createTestEnv, startTestWorkers } from '../helpers/app.js';
 import { admin, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { killHard, spawnWorker, stopGracefully } from '../helpers/processes.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -195,7 +195,7 @@ describe('the reconciler', () => {
     );
     try {
       expect((await reconciler.run()).reason).toBe('no_mark');
-      expect((await jobIds(queues[0])).size).toBeLessThan(1_200); // the first page was lost
+      expect((await jobIds(queues[0]!)).size).toBeLessThan(1_200); // the first page was lost
       const second = await reconciler.run();
       expect(second.reason).toBe('no_mark');
       for (const queue of queues) expect((await jobIds(queue)).size).toBe(1_200);

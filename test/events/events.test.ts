@@ -59,7 +59,12 @@ describe('events of task and item changes', () => {
       'task.updated',
       'task.completed',
     ]);
-    const [createdEvent, renamed, completion, completedEvent] = events!;
+    const [createdEvent, renamed, completion, completedEvent] = events as [
+      EventEnvelope,
+      EventEnvelope,
+      EventEnvelope,
+      EventEnvelope,
+    ]; // four, as just checked
     expect(createdEvent).toMatchObject({ company_id: tenant.companyId, data: created });
     expect(createdEvent.changes).toBeUndefined();
     expect(renamed.changes).toEqual({ title: { from: 'Call', to: 'Call back' } });
@@ -85,7 +90,7 @@ describe('events of task and item changes', () => {
       return found.length >= 2 ? found : undefined;
     });
     expect(events?.map((event) => event.type)).toEqual(['item.created', 'item.updated']);
-    expect(events?.[1].changes).toEqual({ stage: { from: tenant.stageIds[0], to: tenant.stageIds[1] } });
+    expect(events?.[1]?.changes).toEqual({ stage: { from: tenant.stageIds[0], to: tenant.stageIds[1] } });
   });
 });
 

@@ -49,34 +49,34 @@ describe('GET /v1/ext/events', () => {
 
     const response = await ext(t.app, tenant.key, 'GET', '/events');
     expect(response.statusCode, response.body).toBe(200);
-    const events = response.json() as EventEnvelope[];
+    const events = response.json<EventEnvelope[]>();
     expect(events.map((event) => event.type)).toEqual([
       'task.created',
       'task.updated',
       'task.completed',
       'item.created',
     ]);
-    expect(Object.keys(events[0]).sort()).toEqual(['company_id', 'data', 'event_id', 'occurred_at', 'type']);
+    expect(Object.keys(events[0]!).sort()).toEqual(['company_id', 'data', 'event_id', 'occurred_at', 'type']);
     expect(events[0]).toMatchObject({
       company_id: tenant.companyId,
       data: { task_id: task.task_id, title: 'Feed me' },
     });
-    expect(events[1].changes).toMatchObject({ is_completed: { from: false, to: true } });
-    expect(events[3].data).toMatchObject({ item_id: item.item_id });
+    expect(events[1]!.changes).toMatchObject({ is_completed: { from: false, to: true } });
+    expect(events[3]!.data).toMatchObject({ item_id: item.item_id });
 
-    const one = await ext(t.app, tenant.key, 'GET', `/events/${events[2].event_id}`);
+    const one = await ext(t.app, tenant.key, 'GET', `/events/${events[2]!.event_id}`);
     expect(one.statusCode).toBe(200);
     expect(one.json()).toEqual(events[2]);
 
     const byResource = await ext(t.app, tenant.key, 'GET', `/events?resource_id=${task.task_id}&type=task.completed`);
-    expect((byResource.json() as EventEnvelope[]).map((event) => event.event_id)).toEqual([events[2].event_id]);
+    expect(byResource.json<EventEnvelope[]>().map((event) => event.event_id)).toEqual([events[2]!.event_id]);
     const between = await ext(
       t.app,
       tenant.key,
       'GET',
-      `/events?occurred_after=${encodeURIComponent(events[0].occurred_at)}&occurred_before=2100-01-01`,
+      `/events?occurred_after=${encodeURIComponent(events[0]!.occurred_at)}&occurred_before=2100-01-01`,
     );
-    expect((between.json() as EventEnvelope[]).map((event) => event.type)).not.toContain('task.created');
+    expect(between.json<EventEnvelope[]>().map((event) => event.type)).not.toContain('task.created');
   });
 
   it('shows task events only to tasks:read and item events only to items:read; neither is 403', async () => {
@@ -87,11 +87,11 @@ describe('GET /v1/ext/events', () => {
     const key = async (scopes: string[]) => (await createKey(t.app, other.companyId, other.userId, scopes)).key;
 
     const tasksOnly = await ext(t.app, await key(['tasks:read']), 'GET', '/events');
-    expect((tasksOnly.json() as EventEnvelope[]).map((event) => event.type)).toEqual(['task.created']);
+    expect(tasksOnly.json<EventEnvelope[]>().map((event) => event.type)).toEqual(['task.created']);
     const itemsKey = await key(['items:read']);
     const itemsOnly = await ext(t.app, itemsKey, 'GET', '/events');
-    const itemEvent = (itemsOnly.json() as EventEnvelope[])[0];
-    expect((itemsOnly.json() as EventEnvelope[]).map((event) => event.type)).toEqual(['item.created']);
+    const itemEvent = itemsOnly.json<EventEnvelope[]>()[0]!;
+    expect(itemsOnly.json<EventEnvelope[]>().map((event) => event.type)).toEqual(['item.created']);
     const askedForTasks = await ext(t.app, itemsKey, 'GET', '/events?type=task.created');
     expect(expectProblem(askedForTasks, 403, 'insufficient_scope').required_scope).toBe('tasks:read');
 
@@ -157,7 +157,7 @@ describe('GET /v1/ext/events', () => {
     expect(await t.db.collection('events').countDocuments({ company_id: other.companyId })).toBe(2);
 
     const listed = await ext(t.app, other.key, 'GET', '/events');
-    expect((listed.json() as EventEnvelope[]).map((event) => event.event_id)).toEqual([recent.event_id]);
+    expect(listed.json<EventEnvelope[]>().map((event) => event.event_id)).toEqual([recent.event_id]);
     expectProblem(await ext(t.app, other.key, 'GET', `/events/${old.event_id}`), 404, 'not_found');
     expect((await ext(t.app, other.key, 'GET', `/events/${recent.event_id}`)).statusCode).toBe(200);
   });

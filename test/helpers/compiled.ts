@@ -52,7 +52,7 @@ export interface RunningProcess {
 
 /** Starts `argv` in `cwd` (under tini when `underInit` and tini is installed), collecting its output lines. */
 export function run(argv: string[], cwd: string, env: Record<string, string>, underInit = false): RunningProcess {
-  const [command, ...args] = underInit && TINI ? [TINI, '--', ...argv] : argv;
+  const [command = '', ...args] = underInit && TINI ? [TINI, '--', ...argv] : argv;
   const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH ?? '', ...env }, stdio: 'pipe' });
   const lines: string[] = [];
   const waiters = new Set<() => void>();

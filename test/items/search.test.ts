@@ -32,7 +32,7 @@ afterAll(async () => t?.close());
 const list = async (query: string, who = tenant) => {
   const response = await ext(t.app, who.key, 'GET', `/items?${query}`);
   expect(response.statusCode, response.body).toBe(200);
-  return (response.json() as Array<{ item_id: string }>).map((item) => item.item_id);
+  return response.json<Array<{ item_id: string }>>().map((item) => item.item_id);
 };
 const named = (...keys: string[]) => keys.map((key) => ids[key]);
 const withPipeline = (query: string) => `pipeline_id=${tenant.pipelineId}&${query}`;
@@ -54,7 +54,7 @@ describe('q on item lists', () => {
     expect(await list(withPipeline('q=acme&metadata.deal_value[gte]=50'))).toEqual(named('acme'));
     const first = await ext(t.app, tenant.key, 'GET', '/items?q=acme&limit=1');
     expect(first.json().map((item: { item_id: string }) => item.item_id)).toEqual(named('acme'));
-    const next = await list(`q=acme&limit=1&cursor=${first.headers['x-next-cursor']}`);
+    const next = await list(`q=acme&limit=1&cursor=${String(first.headers['x-next-cursor'])}`);
     expect(next).toEqual(named('bare'));
   });
 });

@@ -15,7 +15,7 @@ const GRACE_MS = 10_000;
 function dockerfileCommand(): string[] {
   const cmd = readFileSync(`${REPO_ROOT}/Dockerfile`, 'utf8').match(/^CMD (\[.*\])\s*$/m);
   expect(cmd, 'the Dockerfile CMD is in exec form').not.toBeNull();
-  return JSON.parse(cmd![1]);
+  return JSON.parse(cmd![1]!);
 }
 
 function composeCommand(service: string): string[] {

@@ -74,7 +74,7 @@ describe('start-up failures are short and readable', () => {
     expect(retries.length).toBeGreaterThanOrEqual(2);
     expect(entries).toHaveLength(retries.length + 1); // nothing else printed
     const pauses = retries.map((entry) => (entry as unknown as { retry_in_ms: number }).retry_in_ms);
-    expect(pauses[1]).toBeGreaterThan(pauses[0]); // backoff grows
+    expect(pauses[1]).toBeGreaterThan(pauses[0]!); // backoff grows
     process.stdout.write(`web, MongoDB unreachable:\n${web.lines.join('\n')}\n`);
   }, 60_000);
 

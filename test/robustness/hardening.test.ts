@@ -32,7 +32,7 @@ describe('errors[] is capped at 100 entries', () => {
         event: 'item.created',
         ...unknownKeys(150),
       }),
-      ext(t.app, tenant.key, 'GET', `/items?${new URLSearchParams(unknownKeys(150) as never)}`),
+      ext(t.app, tenant.key, 'GET', `/items?${new URLSearchParams(unknownKeys(150) as never).toString()}`),
       admin(t.app, 'POST', `/companies/${tenant.companyId}/pipelines`, {
         name: 'P',
         stages: [{ name: 'S' }],

@@ -93,7 +93,7 @@ class CreateItem implements fc.AsyncCommand<Model, Real> {
     expect(response.statusCode, response.body).toBe(201);
     const body = response.json();
     expect(body.short_id).toMatch(/^[A-Za-z0-9-]{1,12}$/);
-    expect(m.shortIds.has(body.short_id), `short_id ${body.short_id} reused`).toBe(false);
+    expect(m.shortIds.has(body.short_id), `short_id ${String(body.short_id)} reused`).toBe(false);
     const item = {
       id: body.item_id,
       shortId: body.short_id,
@@ -206,7 +206,7 @@ class UpdateTask implements fc.AsyncCommand<Model, Real> {
 
 /** Records a newly created item in the model (short_id fresh and never reused). */
 function addItem(m: Model, body: Record<string, unknown>, item: ItemModel) {
-  expect(m.shortIds.has(body.short_id as string), `short_id ${body.short_id} reused`).toBe(false);
+  expect(m.shortIds.has(body.short_id as string), `short_id ${String(body.short_id)} reused`).toBe(false);
   m.items.push(item);
   m.shortIds.add(item.shortId);
 }
@@ -221,7 +221,7 @@ function applyUpsert(
   body: Record<string, unknown>,
 ) {
   const existing = m.items.find((item) => item.externalId === externalId);
-  const stage = r.tenant.stageIds[change.stage];
+  const stage = must(r.tenant.stageIds[change.stage], 'a stage');
   if (existing) {
     expect(status, JSON.stringify(body)).toBe(200);
     if (existing.name !== change.name || existing.stage !== stage) existing.version += 1;
@@ -272,7 +272,7 @@ class DeleteItem implements fc.AsyncCommand<Model, Real> {
   constructor(readonly pick: number) {}
   check = (m: Readonly<Model>) => m.items.length > 0;
   async run(m: Model, r: Real) {
-    const [item] = m.items.splice(this.pick % m.items.length, 1);
+    const item = must(m.items.splice(this.pick % m.items.length, 1)[0], 'an item');
     expect((await ext(t.app, r.tenant.key, 'DELETE', `/items/${item.id}`)).statusCode).toBe(204);
     m.deletedItems.push(item.id);
     for (const id of m.deletedItems) {
@@ -287,7 +287,7 @@ class DeleteTask implements fc.AsyncCommand<Model, Real> {
   constructor(readonly pick: number) {}
   check = (m: Readonly<Model>) => m.tasks.length > 0;
   async run(m: Model, r: Real) {
-    const [task] = m.tasks.splice(this.pick % m.tasks.length, 1);
+    const task = must(m.tasks.splice(this.pick % m.tasks.length, 1)[0], 'a task');
     expect((await ext(t.app, r.tenant.key, 'DELETE', `/tasks/${task.id}`)).statusCode).toBe(204);
     m.deletedTasks.push(task.id);
     for (const id of m.deletedTasks) {
@@ -325,14 +325,14 @@ class Batch implements fc.AsyncCommand<Model, Real> {
     const results = response.json().results as Array<{ status: number; item?: Record<string, unknown> }>;
     expect(results).toHaveLength(this.operations.length);
     this.operations.forEach((operation, index) => {
-      const { status, item: body } = results[index];
+      const { status, item: body } = results[index]!;
       if (operation.op === 'create') {
         expect(status).toBe(201);
         const item = {
           id: body!.item_id as string,
           shortId: body!.short_id as string,
           name: operation.name,
-          stage: r.tenant.stageIds[operation.stage],
+          stage: must(r.tenant.stageIds[operation.stage], 'a stage'),
           version: 1,
           createdAt: body!.created_at as string,
           externalId: null,

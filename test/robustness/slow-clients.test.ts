@@ -65,7 +65,7 @@ function trickle(socket: Socket, text: string, everyMs: number, isOpen: () => bo
   let at = 0;
   const next = () => {
     if (!isOpen() || at >= text.length) return;
-    socket.write(text[at++]);
+    socket.write(text.charAt(at++));
     setTimeout(next, everyMs);
   };
   next();
@@ -76,7 +76,7 @@ const postHead = (length: number) =>
   `POST /v1/ext/items HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
 
 function expectTimeoutProblem(answer: string): void {
-  const [head, body] = answer.split('\r\n\r\n');
+  const [head, body = ''] = answer.split('\r\n\r\n');
   expect(head).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
   expect(head).toMatch(/\r\nContent-Type: application\/problem\+json\r\n/i);
   expect(JSON.parse(body)).toMatchObject({ status: 408, code: 'request_timeout', request_id: expect.any(String) });
@@ -138,7 +138,7 @@ describe('slow and silent clients are cut off (DECISIONS.md section 12.4)', () =
 describe('malformed HTTP is answered as problem+json', () => {
   it('a request line that is not HTTP gets 400 bad_request and the connection closes', async () => {
     const closed = await rawConnection((socket) => socket.write('HELLO THERE\r\n\r\n'));
-    const [head, body] = closed.answer.split('\r\n\r\n');
+    const [head, body = ''] = closed.answer.split('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
     expect(head).toMatch(/\r\nContent-Type: application\/problem\+json\r\n/i);
     expect(JSON.parse(body)).toMatchObject({
@@ -152,7 +152,7 @@ describe('malformed HTTP is answered as problem+json', () => {
     const closed = await rawConnection((socket) =>
       socket.write(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'z'.repeat(20_000)}\r\n\r\n`),
     );
-    const [head, body] = closed.answer.split('\r\n\r\n');
+    const [head, body = ''] = closed.answer.split('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 431 /);
     expect(JSON.parse(body)).toMatchObject({ status: 431, code: 'headers_too_large' });
   });

@@ -221,9 +221,9 @@ describe('findOneAndUpdate compare-and-set', () => {
       );
       const winners = results.filter((r) => r !== null);
       expect(winners).toHaveLength(1);
-      expect(winners[0].version).toBe(2);
+      expect(winners[0]?.version).toBe(2);
       const final = await c.findOne({ _id });
-      expect(final).toEqual({ _id, version: 2, winner: winners[0].winner });
+      expect(final).toEqual({ _id, version: 2, winner: winners[0]?.winner });
       expect(connectionIds.size).toBeGreaterThan(1);
     } finally {
       await casClient.close();

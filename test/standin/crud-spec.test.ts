@@ -24,6 +24,7 @@ import {
 } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMongoStandin } from '../../src/dev/mongo-standin/index.js';
+import { must } from '../../src/shared/must.js';
 
 const { EJSON } = BSON;
 
@@ -98,7 +99,7 @@ beforeAll(async () => {
   else {
     const standin = await startMongoStandin({ port: 0, quiet: true });
     uri = standin.uri;
-    stopStandin = standin.close;
+    stopStandin = () => standin.close();
   }
   const client = await MongoClient.connect(uri);
   const info = await client.db('admin').command({ buildInfo: 1 });
@@ -212,7 +213,7 @@ function options(args: Document, ...leave: string[]): Document {
 
 function bulkRequests(requests: Document[]): AnyBulkWriteOperation[] {
   return requests.map((request) => {
-    const [kind] = Object.keys(request);
+    const kind = Object.keys(request)[0] ?? '';
     const args = request[kind];
     return { [kind]: kind === 'insertOne' ? { document: args.document } : args } as AnyBulkWriteOperation;
   });
@@ -353,7 +354,8 @@ function special(actual: unknown, e: Document, op: string, path: string, extraFi
       return;
     case '$$type': {
       const types: string[] = Array.isArray(e.$$type) ? e.$$type : [e.$$type];
-      if (!types.some((t) => TYPE_CHECKS[t]?.(actual))) throw new Mismatch(`${path}: ${show(actual)} is not ${types}`);
+      if (!types.some((t) => TYPE_CHECKS[t]?.(actual)))
+        throw new Mismatch(`${path}: ${show(actual)} is not ${types.join('|')}`);
       return;
     }
     case '$$matchAsRoot':
@@ -433,7 +435,7 @@ function isRefusal(error: unknown): boolean {
 async function runTest(file: SpecFile, test: SpecTest): Promise<Outcome> {
   const entities = await createEntities(file);
   try {
-    await loadInitialData(entities.clients[0], file);
+    await loadInitialData(must(entities.clients[0], 'a client'), file);
     for (const op of test.operations) {
       let result: unknown;
       let error: unknown;
@@ -447,13 +449,13 @@ async function runTest(file: SpecFile, test: SpecTest): Promise<Outcome> {
         if (error === undefined) throw new Mismatch(`${op.name}: expected an error, got ${show(resultView(result))}`);
         checkError(error, op.expectError);
       } else if (error !== undefined) {
-        throw error instanceof Error ? error : new Error(String(error));
+        throw error instanceof Error ? error : new Error(JSON.stringify(error));
       } else if (op.expectResult !== undefined) {
         match(resultView(result), op.expectResult, op.name, true);
       }
     }
     for (const expected of test.outcome ?? []) {
-      const docs = await entities.clients[0]
+      const docs = await must(entities.clients[0], 'a client')
         .db(expected.databaseName)
         .collection(expected.collectionName)
         .find({}, { sort: { _id: 1 } })

@@ -28,7 +28,11 @@ function runtimeImportGraph(entries: string[]): { files: Set<string>; packages: 
         expect(existsSync(join(root, target)), `${file} imports ${specifier}`).toBe(true);
         pending.push(target);
       } else {
-        packages.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]);
+        packages.add(
+          specifier.startsWith('@')
+            ? specifier.split('/').slice(0, 2).join('/')
+            : (specifier.split('/')[0] ?? specifier),
+        );
       }
     }
   }

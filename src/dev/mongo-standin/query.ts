@@ -52,7 +52,8 @@ export function rejectUnsupportedOperators(value: unknown): void {
     for (const v of value) rejectUnsupportedOperators(v);
   } else if (isPlainObject(value)) {
     for (const [k, v] of Object.entries(value)) {
-      if (Object.hasOwn(UNSUPPORTED_QUERY_OPS, k)) notImplemented(UNSUPPORTED_QUERY_OPS[k]);
+      const unsupported = UNSUPPORTED_QUERY_OPS[k];
+      if (unsupported !== undefined && Object.hasOwn(UNSUPPORTED_QUERY_OPS, k)) notImplemented(unsupported);
       if (RANGE_OPS.has(k) && isWideNumber(v)) notImplemented(`${k} with a Decimal128 or 64-bit integer operand`);
       rejectUnsupportedOperators(v);
     }

@@ -26,7 +26,7 @@ export function checkDocumentSize(doc: Doc, origin: 'insert' | 'update'): void {
     const first = Object.keys(doc)[0];
     fail(
       'BSONObjectTooLarge',
-      `BSONObj size: ${size} (0x${size.toString(16).toUpperCase()}) is invalid. Size must be between 0 and ${MAX_INTERNAL_BYTES}(16MB) First element: ${first}: ${formatValue(doc[first])}`,
+      `BSONObj size: ${size} (0x${size.toString(16).toUpperCase()}) is invalid. Size must be between 0 and ${MAX_INTERNAL_BYTES}(16MB) First element: ${first}: ${formatValue(first === undefined ? undefined : doc[first])}`,
     );
   }
   fail('BadValue', `object to insert too large. size in bytes: ${size}, max size: ${MAX_DOCUMENT_BYTES}`);
@@ -34,7 +34,8 @@ export function checkDocumentSize(doc: Doc, origin: 'insert' | 'update'): void {
 
 export class Collection {
   readonly docs = new Map<string, Doc>();
-  readonly indexes: Index[] = [Index.idIndex()];
+  private readonly idIndex = Index.idIndex();
+  readonly indexes: Index[] = [this.idIndex];
   readonly uuid = new UUID();
   /** Earliest time any document may expire under a TTL index. */
   private nextExpiry = Infinity;
@@ -59,7 +60,7 @@ export class Collection {
     if (Array.isArray(doc._id)) fail('BadValue', "can't use an array for _id");
     checkIdStorable(doc._id);
     const id = keyOf(doc._id);
-    if (this.docs.has(id)) throw this.indexes[0].duplicateError(this.ns, [doc._id]);
+    if (this.docs.has(id)) throw this.idIndex.duplicateError(this.ns, [doc._id]);
     const keys = this.checkedKeys(doc, undefined);
     this.docs.set(id, doc);
     this.secondary.forEach((idx, i) => keys[i] && idx.add(id, keys[i]));
@@ -153,7 +154,7 @@ export class Collection {
       if (hit && size < bestSize) [best, bestSize] = [hit, size];
     }
     if (!best) return this.docs.values();
-    const ids = best.length === 1 ? best[0] : new Set(best.flatMap((set) => [...set]));
+    const ids = best.length === 1 && best[0] ? best[0] : new Set(best.flatMap((set) => [...set]));
     return [...ids].map((id) => this.docs.get(id)).filter((d): d is Doc => d !== undefined);
   }
 
@@ -285,7 +286,7 @@ function validateName(db: string, name: string): void {
 
 /** Whether two documents have the very same entries in an index (the full keys decide, the prefixes follow). */
 function sameKeys(a: IndexKeys, b: IndexKeys): boolean {
-  const left = a.prefixes[a.prefixes.length - 1];
-  const right = b.prefixes[b.prefixes.length - 1];
+  const left = a.prefixes.at(-1) ?? [];
+  const right = b.prefixes.at(-1) ?? [];
   return left.length === right.length && left.every((key, i) => key === right[i]);
 }

@@ -6,7 +6,17 @@
 import { Aggregator, updateOne as mingoUpdateOne } from 'mingo';
 import { fail, notImplemented } from './errors.js';
 import { MINGO_OPTIONS, rejectUnsupportedOperators, TOP_LEVEL_FIELD } from './query.js';
-import { clone, type Doc, formatValue, getPath, isNumeric, isPlainObject, keyOf, typeName } from './values.js';
+import {
+  clone,
+  type Doc,
+  formatValue,
+  getPath,
+  isNumeric,
+  isPlainObject,
+  keyOf,
+  topField,
+  typeName,
+} from './values.js';
 
 const OPERATORS = new Set([
   '$set',
@@ -43,7 +53,7 @@ export function parseUpdate(u: unknown): UpdateSpec {
   }
   if (!isPlainObject(u)) fail('FailedToParse', 'Update argument must be either an object or an array');
   const keys = Object.keys(u);
-  if (keys.length === 0 || !keys[0].startsWith('$')) {
+  if (!keys[0]?.startsWith('$')) {
     const bad = keys.find((k) => k.startsWith('$'));
     if (bad)
       fail(
@@ -79,8 +89,8 @@ export function touchedFields(spec: UpdateSpec): Set<string> | undefined {
   const fields = new Set<string>();
   for (const [op, paths] of Object.entries(spec.ops)) {
     for (const [path, value] of Object.entries(paths as Doc)) {
-      fields.add(path.split('.')[0]);
-      if (op === '$rename' && typeof value === 'string') fields.add(value.split('.')[0]);
+      fields.add(topField(path));
+      if (op === '$rename' && typeof value === 'string') fields.add(topField(value));
     }
   }
   return fields;
@@ -302,7 +312,7 @@ function checkTraversable(doc: Doc, path: string): void {
   const parts = path.split('.');
   let cur: unknown = doc;
   for (let i = 0; i < parts.length - 1; i++) {
-    const part = parts[i];
+    const part = parts[i] ?? '';
     let next: unknown;
     if (Array.isArray(cur)) {
       if (!/^\d+$/.test(part)) {
@@ -317,10 +327,10 @@ function checkTraversable(doc: Doc, path: string): void {
     if (next === undefined) return;
     cur = next;
   }
-  const last = parts[parts.length - 1];
+  const last = parts.at(-1) ?? '';
   const viable = isPlainObject(cur) || (Array.isArray(cur) && /^\d+$/.test(last));
   if (!viable) {
-    fail('PathNotViable', `Cannot create field '${last}' in element {${parts[parts.length - 2]}: ${formatValue(cur)}}`);
+    fail('PathNotViable', `Cannot create field '${last}' in element {${parts.at(-2) ?? ''}: ${formatValue(cur)}}`);
   }
 }
 
@@ -331,7 +341,7 @@ function setPath(doc: Doc, path: string, value: unknown): void {
     if (!isPlainObject(cur[part]) && !Array.isArray(cur[part])) cur[part] = {};
     cur = cur[part];
   }
-  cur[parts[parts.length - 1]] = value;
+  cur[parts.at(-1) ?? ''] = value;
 }
 
 /**

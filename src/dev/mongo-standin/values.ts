@@ -176,3 +176,8 @@ export function isIndexableScalar(v: unknown): boolean {
   const t = bsonType(v);
   return t === 'ObjectId' || t === 'Long';
 }
+
+/** The top-level field a dotted path starts with (`a` of `a.b.c`). */
+export function topField(path: string): string {
+  return path.split('.', 1)[0] ?? path;
+}

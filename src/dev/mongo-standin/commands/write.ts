@@ -8,7 +8,7 @@ import { asCommandError, CommandError, fail } from '../errors.js';
 import { compileFilter, parseSort, projectDocs, sortDocs } from '../query.js';
 import { checkDocumentSize, type Collection } from '../storage.js';
 import { applyUpdate, parseUpdate, touchedFields, upsertSeed, type UpdateSpec } from '../updates.js';
-import { type Doc, isPlainObject, keyOf } from '../values.js';
+import { type Doc, isPlainObject, keyOf, topField } from '../values.js';
 import {
   checkCollation,
   checkFields,
@@ -182,7 +182,7 @@ function serverRetriesUpsert(error: unknown, filter: Doc | undefined, spec: Upda
   if (filterFields.length !== indexFields.length || !filterFields.every((f) => indexFields.includes(f))) return false;
   if (!filterFields.every((f) => equality(filter[f]))) return false;
   const touched = touchedFields(spec);
-  return touched !== undefined && !filterFields.some((f) => touched.has(f.split('.')[0]));
+  return touched !== undefined && !filterFields.some((f) => touched.has(topField(f)));
 }
 
 function matching(coll: Collection | undefined, filter: Doc | undefined, multi: boolean, sort: unknown): Doc[] {
@@ -297,7 +297,7 @@ export const findAndModify: Handler = async (req) => {
     fail('FailedToParse', "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document");
   }
   checkHint(state.store.get(db, name), body.hint);
-  const shape = (doc: Doc | undefined): Doc | null => (doc ? projectDocs([doc], fields, filter)[0] : null);
+  const shape = (doc: Doc | undefined): Doc | null => (doc ? (projectDocs([doc], fields, filter)[0] ?? null) : null);
   if (remove) {
     const coll = state.store.get(db, name);
     const [doc] = matching(coll, filter, false, body.sort);
