@@ -19,7 +19,7 @@ const VALID_KEY = /^[\x20-\x7E]{1,255}$/;
 const ABANDONED_AFTER_MS = 60_000;
 
 /** Key order and spacing do not make two bodies different. Only valid bodies get here, so it is small. */
-function canonicalJson(value: unknown): string {
+export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map((inner) => canonicalJson(inner)).join(',')}]`;
   if (value && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

@@ -78,7 +78,7 @@ function checkPosition(
 }
 
 /** Every problem of a position and custom values against a pipeline, with the validated values. */
-function checkAgainstPipeline(
+export function checkAgainstPipeline(
   pipeline: PipelineDoc,
   input: PositionAndValues,
   mode: 'create' | 'update',
@@ -96,7 +96,7 @@ function checkAgainstPipeline(
 }
 
 /** Without a prototype, so any field name (even `__proto__` in old data) is an own key like the others. */
-function mergeCustom(current: CustomValues, changes: CustomValues): CustomValues {
+export function mergeCustom(current: CustomValues, changes: CustomValues): CustomValues {
   const merged: CustomValues = Object.assign(Object.create(null), current);
   for (const [name, value] of Object.entries(changes)) {
     if (value === null) delete merged[name];

@@ -56,7 +56,7 @@ function normaliseNotes(notes: string | null): string | null {
 }
 
 /** The stored values a PATCH body leads to; completed_at follows is_completed (DECISIONS.md section 8). */
-function changesFrom(current: TaskDoc, body: UpdateTaskBody, now: Date): TaskChanges {
+export function changesFrom(current: TaskDoc, body: UpdateTaskBody, now: Date): TaskChanges {
   const { notes, is_completed: isCompleted, ...rest } = body;
   // Absent and undefined are the same ("not supplied"); an undefined must never reach $set as null.
   const changes = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as TaskChanges;

@@ -16,6 +16,10 @@ beforeAll(async () => {
 afterAll(async () => t?.close());
 
 const freshKey = async () => (await createKey(t.app, tenant.companyId, tenant.userId)).key;
+const freshKeyWithId = async () => {
+  const created = await createKey(t.app, tenant.companyId, tenant.userId);
+  return { key: created.key, keyId: created.key_id };
+};
 
 describe('rate limit (60 per 60 s by default)', () => {
   it('counts down in the headers and answers request 61 with 429 and Retry-After', async () => {
@@ -57,10 +61,12 @@ describe('rate limit (60 per 60 s by default)', () => {
   });
 });
 
-describe('sliding window (5 per 2 s)', () => {
+// A 4 s window leaves each step at least 600 ms of slack on a busy machine: every bound below is taken
+// from when a burst was sent (admitted no earlier) or answered (admitted no later).
+describe('sliding window (5 per 4 s)', () => {
   let small: TestApp;
   beforeAll(async () => {
-    small = await buildTestApp({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_SECONDS: '2' });
+    small = await buildTestApp({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_SECONDS: '4' });
   });
   afterAll(async () => small?.close());
 
@@ -69,13 +75,16 @@ describe('sliding window (5 per 2 s)', () => {
     const call = () => ext(small.app, own.key, 'GET', '/pipelines').then((response) => response.statusCode);
     const start = Date.now();
     expect(await Promise.all([call(), call(), call()])).toEqual([200, 200, 200]);
-    await sleep(1_200);
+    const firstAnswered = Date.now();
+    await sleep(2_400);
     expect(await Promise.all([call(), call()])).toEqual([200, 200]);
-    // Any fixed 1 s or 2 s bucket would have reset by now; the sliding window still holds all five.
-    await sleep(Math.max(0, start + 1_700 - Date.now()));
+    // Any fixed 1 s or 2 s bucket would have reset by now; the sliding window (first three leave at
+    // start + 4 s at the earliest) still holds all five.
+    await sleep(Math.max(0, start + 3_400 - Date.now()));
     expect(await Promise.all([call(), call(), call()])).toEqual([429, 429, 429]);
-    // Rejections were not counted: once the first three leave, exactly three more get in.
-    await sleep(Math.max(0, start + 2_150 - Date.now()));
+    // Rejections were not counted: once the first three have left (and before the next two leave, at
+    // start + 6.4 s at the earliest), exactly three more get in.
+    await sleep(Math.max(0, firstAnswered + 4_200 - Date.now()));
     const after = await Promise.all([call(), call(), call(), call()]);
     expect(after.filter((status) => status === 200)).toHaveLength(3);
   });
@@ -89,7 +98,7 @@ describe('when Redis is unreachable', () => {
     redis.on('error', () => {});
     const app = await buildApp({ config, db: t.db, redis });
     try {
-      const key = await freshKey();
+      const { key, keyId } = await freshKeyWithId();
       // Connected first: a request made while the connection is still opening is counted in memory.
       while (redis.status !== 'ready') await sleep(10);
       expect((await ext(app, key, 'GET', '/pipelines')).statusCode).toBe(200);
@@ -109,7 +118,8 @@ describe('when Redis is unreachable', () => {
       const back = await ext(app, key, 'GET', '/pipelines');
       expect(back.statusCode).toBe(200);
       expect(back.headers['ratelimit-remaining']).toBe('4');
-      expect(await redis.zcard(`${config.QUEUE_PREFIX}:rl:${tenant.keyId}`)).toBe(0);
+      // Counted in the fresh Redis: exactly the one request made since it came back.
+      expect(await redis.zcard(`${config.QUEUE_PREFIX}:rl:${keyId}`)).toBe(1);
       const keys = await redis.keys(`${config.QUEUE_PREFIX}:rl:*`);
       expect(keys).toHaveLength(1);
     } finally {
