@@ -51,6 +51,23 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The layout's import rules (each folder's README): product code never reaches development tooling,
+    // tests, benchmarks or scripts, and the web side never reaches into the worker entry points.
+    files: ['src/**/*.ts', 'workers/**/*.ts'],
+    ignores: ['src/dev/**', 'src/dev.ts'],
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            { target: './', from: ['./src/dev', './src/dev.ts', './test', './bench', './scripts'] },
+            { target: './src', from: './workers' },
+          ],
+        },
+      ],
+    },
+  },
   { files: ['**/*.js'], ...tseslint.configs.disableTypeChecked },
   prettier,
 );
