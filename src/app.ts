@@ -9,9 +9,11 @@ import Fastify, {
 } from 'fastify';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { adminApi } from './admin/plugin.js';
+import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
+import { AutomationsService } from './automations/service.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
@@ -52,13 +54,16 @@ export interface AppDeps {
 function createServices(deps: AppDeps, repos: Repositories, changes: ChangeFeeds, logger: Logger) {
   const prefix = `${keyNamespace(deps.config.QUEUE_PREFIX)}:`;
   const publisher = deps.publisher ?? relayOnlyPublisher;
+  const authenticator = new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access);
+  const targetGuard = new TargetGuard(deps.config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver);
   return {
     publisher,
     /** This process's change feeds (tests wait on `live`). */
     changes,
     ...createDomainServices(deps.db, repos, publisher),
-    targetGuard: new TargetGuard(deps.config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver),
-    authenticator: new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access),
+    targetGuard,
+    authenticator,
+    apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator }),
     lastUsed: new LastUsedTracker(repos.apiKeys, logger),
     rateLimiter: new SlidingWindowLimiter(
       deps.redis,
@@ -73,6 +78,12 @@ function createServices(deps: AppDeps, repos: Repositories, changes: ChangeFeeds
       new SlidingWindowLimiter(deps.redis, { max: 20, windowSeconds: 60, keyPrefix: `${prefix}authfail:` }, logger),
       changes.access,
     ),
+    automations: new AutomationsService({
+      automations: repos.automations,
+      users: repos.users,
+      pipelines: repos.pipelines,
+      targetGuard,
+    }),
   };
 }
 

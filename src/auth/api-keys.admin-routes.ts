@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import { requireCompany } from '../admin/require-company.js';
 import { errorResponses, noContent } from '../http/responses.js';
-import { NotFoundError, ValidationError } from '../shared/errors.js';
-import { newId } from '../shared/ids.js';
+import { NotFoundError } from '../shared/errors.js';
 import { toIso } from '../shared/time.js';
 import {
   apiKeySchema,
@@ -11,7 +10,6 @@ import {
   renameApiKeyBody,
   toApiKeyResponse,
 } from './api-keys.schemas.js';
-import { generateApiKey } from './key-material.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const companyParams = z.object({ company_id: z.string() });
@@ -32,23 +30,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       const companyId = request.params.company_id;
       await requireCompany(app, companyId);
-      const creator = await app.repos.users.findById(companyId, request.body.created_by);
-      if (!creator) throw ValidationError.single('created_by', 'is not a user of this company');
-      const material = generateApiKey();
-      const doc = {
-        _id: newId('apiKey'),
-        company_id: companyId,
-        name: request.body.name,
-        prefix: material.displayPrefix,
-        key_hash: material.hash,
-        scopes: request.body.scopes,
-        expires_at: request.body.expires_at ?? null,
-        created_by: creator._id,
-        created_at: new Date(),
-        last_used_at: null,
-        revoked_at: null,
-      };
-      await app.repos.apiKeys.insert(doc);
+      const { doc, key } = await app.services.apiKeys.create(companyId, request.body);
       return reply.code(201).send({
         key_id: doc._id,
         name: doc.name,
@@ -56,7 +38,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         expires_at: toIso(doc.expires_at),
         created_by: doc.created_by,
         created_at: toIso(doc.created_at),
-        key: material.value,
+        key,
       });
     },
   );
@@ -98,9 +80,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: { tags, params: keyParams, response: { 204: noContent, ...errorResponses(401, 404) } },
     },
     async (request, reply) => {
-      const revoked = await app.repos.apiKeys.revoke(request.params.company_id, request.params.key_id);
-      if (!revoked) throw new NotFoundError('API key');
-      await app.services.authenticator.keyChanged(request.params.key_id);
+      await app.services.apiKeys.revoke(request.params.company_id, request.params.key_id);
       return reply.code(204).send(null);
     },
   );
