@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,webhooks,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,webhooks,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -16,6 +16,7 @@ import { RssSampler } from './rss.js';
 import { runBatchScenario } from './scenarios/batch.js';
 import { runCrudScenarios } from './scenarios/crud.js';
 import { runMemorySoak } from './scenarios/memory.js';
+import { runMongoTripScenarios } from './scenarios/mongo-trips.js';
 import { runOverdueBench } from './scenarios/overdue.js';
 import { runOverheadScenarios } from './scenarios/overhead.js';
 import { runWebhookScenarios } from './scenarios/webhooks.js';
@@ -96,6 +97,7 @@ async function main(): Promise<void> {
   if (groups.has('crud')) rows.push(...(await runCrudScenarios(context)));
   if (groups.has('batch')) rows.push(...(await runBatchScenario(context)));
   if (groups.has('overhead')) rows.push(...(await runOverheadScenarios(context)));
+  if (groups.has('trips')) rows.push(...(await runMongoTripScenarios(context)));
   console.log(`request scenarios done ${elapsed()}`);
   if (groups.has('webhooks') || groups.has('memory')) {
     // The worker starts only now: on this 2-core machine it would otherwise compete with the web

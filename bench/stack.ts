@@ -31,6 +31,13 @@ export interface Stack {
   children: Children;
   /** Starts the one worker process (`WORKERS=hooks,relay`); resolves once it serves /metrics. */
   startWorker(): Promise<ChildProcess>;
+  /**
+   * Another web process (same settings as `web`, plus `env`), for scenarios that need one configured
+   * differently; it is stopped with the others. Resolves once it answers /healthz.
+   */
+  startExtraWeb(name: string, env: Record<string, string>): Promise<Service>;
+  /** A further bench server (`bench/<script>.ts`, the baseline's environment plus PORT); resolves once `readyPath` answers. */
+  startBenchServer(name: string, script: string, readyPath: string): Promise<Service>;
   /** Stops web, worker and baseline (gracefully, so CPU profiles are written); backends stay up. */
   stopServices(): Promise<void>;
   /** Stops the services, drops the database (on a real MongoDB), stops Redis and the stand-in. */
@@ -93,35 +100,45 @@ export async function startStack(options: BenchOptions, children: Children): Pro
     HOOK_CONCURRENCY: String(HOOK_CONCURRENCY),
   };
 
-  const webPort = await freePort();
-  const webChild = children.spawnNode(
-    'web',
-    'src/server.ts',
-    {
-      ...common,
-      PORT: String(webPort),
-      HOST: '127.0.0.1',
-      // Throughput scenarios must never be throttled; the limiter still does its full Redis round trip.
-      RATE_LIMIT_MAX: '1000000000',
-    },
-    { stdout: log('web'), nodeArgs: profileArgs(options, 'web') },
-  );
-  const web = { url: `http://127.0.0.1:${webPort}`, child: webChild };
+  const spawnWeb = async (name: string, env: Record<string, string> = {}): Promise<Service> => {
+    const port = await freePort();
+    const child = children.spawnNode(
+      name,
+      'src/server.ts',
+      {
+        ...common,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        // Throughput scenarios must never be throttled; the limiter still does its full Redis round trip.
+        RATE_LIMIT_MAX: '1000000000',
+        ...env,
+      },
+      { stdout: log(name), nodeArgs: profileArgs(options, name) },
+    );
+    return { url: `http://127.0.0.1:${port}`, child };
+  };
+  const extras: ChildProcess[] = [];
+  const web = await spawnWeb('web');
+  const webChild = web.child;
 
-  const baselinePort = await freePort();
-  const baselineChild = children.spawnNode(
-    'baseline',
-    'bench/baseline-server.ts',
-    {
-      PORT: String(baselinePort),
-      MONGO_URL: mongoUrl,
-      MONGO_DB: dbName,
-      REDIS_URL: redisServer.url,
-      QUEUE_PREFIX: queuePrefix,
-    },
-    { stdout: log('baseline'), nodeArgs: profileArgs(options, 'baseline') },
-  );
-  const baseline = { url: `http://127.0.0.1:${baselinePort}`, child: baselineChild };
+  const spawnBenchServer = async (name: string, script: string): Promise<Service> => {
+    const port = await freePort();
+    const child = children.spawnNode(
+      name,
+      script,
+      {
+        PORT: String(port),
+        MONGO_URL: mongoUrl,
+        MONGO_DB: dbName,
+        REDIS_URL: redisServer.url,
+        QUEUE_PREFIX: queuePrefix,
+      },
+      { stdout: log(name), nodeArgs: profileArgs(options, name) },
+    );
+    return { url: `http://127.0.0.1:${port}`, child };
+  };
+  const baseline = await spawnBenchServer('baseline', 'bench/baseline-server.ts');
+  const baselineChild = baseline.child;
 
   await Promise.all([
     waitForHttp(`${web.url}/healthz`, webChild, 60_000),
@@ -166,8 +183,22 @@ export async function startStack(options: BenchOptions, children: Children): Pro
       cpuMeter.watch('worker', worker.pid);
       return worker;
     },
+    async startExtraWeb(name, env) {
+      const service = await spawnWeb(name, env);
+      extras.push(service.child);
+      await waitForHttp(`${service.url}/healthz`, service.child, 60_000);
+      cpuMeter.watch(name, service.child.pid);
+      return service;
+    },
+    async startBenchServer(name, script, readyPath) {
+      const service = await spawnBenchServer(name, script);
+      extras.push(service.child);
+      await waitForHttp(`${service.url}${readyPath}`, service.child, 60_000);
+      cpuMeter.watch(name, service.child.pid);
+      return service;
+    },
     async stopServices() {
-      await Promise.all([children.stop(stack.worker), children.stop(webChild), children.stop(baselineChild)]);
+      await Promise.all([stack.worker, webChild, baselineChild, ...extras].map((child) => children.stop(child)));
     },
     async close() {
       await stack.stopServices();

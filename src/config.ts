@@ -55,6 +55,8 @@ const envSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,63}$/, 'expected a database name of letters, digits, _ and -')
     .default('pipeline_records'),
+  /** mongodb_commands_total on /metrics: every command sent, by name and collection (costs a little CPU per command). */
+  MONGO_COMMAND_METRICS: booleanFromEnv.default(false),
   REDIS_URL: z
     .string()
     .regex(/^rediss?(\+cluster)?:\/\//, 'expected a redis://, rediss:// or redis+cluster://host:port,host:port URL')

@@ -16,6 +16,12 @@ import type { Db } from 'mongodb';
  * move does not depend on Redis: while it is away, events wait in `events` marked `unqueued`.
  */
 const FAST_PATH_TIMEOUT_MS = 2_000;
+/**
+ * Under load, how long events wait to share one move (record in `events`, publish, clear the outbox)
+ * with those of other writes: at 1,000 writes/s, 25 writes per move, so its two MongoDB round trips
+ * cost 0.08 per write. An event after a quiet moment leaves at once; none waits longer than this.
+ */
+export const OUTBOX_MOVE_INTERVAL_MS = 25;
 
 type Recorded = { collection: OutboxCollection; documentId: string; events: EventEnvelope[] };
 
@@ -28,8 +34,14 @@ export interface QueuedEvent {
 export class QueueEventPublisher implements EventPublisher {
   private readonly producer: FlowProducer;
   readonly eventStore: EventsRepository;
-  /** Writes arriving together share one move, one publish and one clearing write per collection. */
-  private readonly recorded = new Coalescer<Recorded>((batch) => this.publishBatch(batch));
+  /**
+   * Writes arriving together share one move, one publish and one clearing write per collection; under
+   * load a move starts at most every OUTBOX_MOVE_INTERVAL_MS, so its round trips are shared by all
+   * the writes of that moment.
+   */
+  private readonly recorded = new Coalescer<Recorded>((batch) => this.publishBatch(batch), {
+    minIntervalMs: OUTBOX_MOVE_INTERVAL_MS,
+  });
 
   constructor(
     db: Db,
@@ -114,6 +126,11 @@ export class QueueEventPublisher implements EventPublisher {
         });
       }),
     );
+  }
+
+  /** Resolves once every event handed over so far has been moved (or left to the relay); stays open. */
+  settled(): Promise<void> {
+    return this.recorded.close();
   }
 
   async close(): Promise<void> {

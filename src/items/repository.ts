@@ -2,6 +2,7 @@ import { MongoBulkWriteError, type Collection, type Db, type Filter } from 'mong
 import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { EventsRepository } from '../events/repository.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
+import { ExistenceCache } from '../shared/existence-cache.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../events/envelope.js';
@@ -67,12 +68,21 @@ const SORTABLE = ['created_at', 'updated_at'] as const;
 /** Matches live items: archived_at null or absent (items written before archiving existed have none). */
 const LIVE = { archived_at: null };
 const EQUALITY_FILTERS = ['pipeline_id', 'stage_id', 'status_id', 'contact_id'] as const;
+/**
+ * How long a process trusts that an item is live without reading it again (a task's item_id check).
+ * The process that archives an item forgets it at once; other processes may accept a reference to it
+ * for at most this long afterwards, which leaves a task pointing at an archived item: a state that
+ * archiving an item with tasks creates anyway (its tasks stay, DECISIONS.md section 12.3).
+ */
+export const ITEM_EXISTS_TTL_MS = 5_000;
 
 export class ItemsRepository {
   readonly collection: Collection<ItemDoc>;
 
   /** Where a too-full outbox is moved (see updateWithEvents). */
   private readonly eventStore: EventsRepository;
+  /** Items known to be live, for reference checks (see ITEM_EXISTS_TTL_MS). */
+  private readonly existing = new ExistenceCache(ITEM_EXISTS_TTL_MS);
 
   constructor(db: Db, eventStore = new EventsRepository(db)) {
     this.eventStore = eventStore;
@@ -143,20 +153,36 @@ export class ItemsRepository {
     );
   }
 
-  /** Archives the item at the version that was read, with its item.deleted event in the same write. */
-  archive(current: ItemDoc, at: Date, events: EventEnvelope[]) {
-    return updateWithEvents(
-      this.collection,
-      { company_id: current.company_id, _id: current._id, ...LIVE },
-      { field: 'version', expected: current.version },
-      {
-        archived_at: at,
-        external_id: null,
-        ...(current.external_id ? { archived_external_id: current.external_id } : {}),
-      },
-      events,
-      this.eventStore,
+  /** Whether the company has this live item, from the process's memory when it was seen recently. */
+  existsCached(companyId: string, itemId: string): Promise<boolean> {
+    return this.existing.exists(JSON.stringify([companyId, itemId]), async () =>
+      Boolean(
+        await this.collection.findOne({ company_id: companyId, _id: itemId, ...LIVE }, { projection: { _id: 1 } }),
+      ),
     );
+  }
+
+  /** Archives the item at the version that was read, with its item.deleted event in the same write. */
+  async archive(current: ItemDoc, at: Date, events: EventEnvelope[]) {
+    // Forgotten before and after: a check running meanwhile must not remember it as live.
+    const key = JSON.stringify([current.company_id, current._id]);
+    this.existing.forget(key);
+    try {
+      return await updateWithEvents(
+        this.collection,
+        { company_id: current.company_id, _id: current._id, ...LIVE },
+        { field: 'version', expected: current.version },
+        {
+          archived_at: at,
+          external_id: null,
+          ...(current.external_id ? { archived_external_id: current.external_id } : {}),
+        },
+        events,
+        this.eventStore,
+      );
+    } finally {
+      this.existing.forget(key);
+    }
   }
 
   /**

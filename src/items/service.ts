@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { buildEvent, diffResources } from '../events/envelope.js';
 import { outboxOnInsert } from '../events/outbox.js';
 import { nextSequence } from '../shared/counters.js';
@@ -14,6 +15,7 @@ import { ifMatchAccepts, versionEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
 import { must } from '../shared/must.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
+import { SequenceBlocks } from '../shared/sequence-blocks.js';
 import { validateMetadata, type CustomValues } from './custom-fields.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
 import {
@@ -39,6 +41,8 @@ const MAX_DUPLICATE_MATCHES = 20;
 /** Who makes a change: an API key's company and creator, or an automation acting for a task's creator. */
 export type Actor = Pick<AuthContext, 'companyId' | 'userId'>;
 const UPDATE_RETRIES = 10;
+/** Items whose latest known version this process keeps (see ItemsService.recent). */
+const RECENT_ITEMS = 10_000;
 
 export interface ItemsServiceDeps {
   db: Db;
@@ -106,7 +110,30 @@ export function mergeCustom(current: CustomValues, changes: CustomValues): Custo
 }
 
 export class ItemsService {
-  constructor(private readonly deps: ItemsServiceDeps) {}
+  /** short_id numbers, taken from the company's counter in blocks (one counter write per block). */
+  private readonly shortIds: SequenceBlocks;
+
+  /**
+   * The latest version of items this process read or wrote, so a PATCH carrying that `version` needs
+   * no read: every write of an item's content increases its version (outbox bookkeeping aside, which
+   * reads leave out), so an item at a given version is always the same. The conditional write then
+   * proves the version is still current; if it is not, the usual read decides between 409 and 404.
+   */
+  private readonly recentItems = new LRUCache<string, ItemDoc>({ max: RECENT_ITEMS });
+
+  constructor(private readonly deps: ItemsServiceDeps) {
+    this.shortIds = new SequenceBlocks(deps.db);
+  }
+
+  private remember(doc: ItemDoc): void {
+    this.recentItems.set(JSON.stringify([doc.company_id, doc._id]), doc);
+  }
+
+  /** The item at exactly `version` when this process has seen it so. */
+  private recent(companyId: string, itemId: string, version: number): ItemDoc | undefined {
+    const doc = this.recentItems.get(JSON.stringify([companyId, itemId]));
+    return doc?.version === version ? doc : undefined;
+  }
 
   private async pipelineFor(companyId: string, pipelineId: string): Promise<PipelineDoc> {
     const pipeline = await this.deps.pipelines.findCached(companyId, pipelineId);
@@ -176,10 +203,12 @@ export class ItemsService {
 
   async create(auth: Actor, body: NewItemInput): Promise<ItemResponse> {
     const checked = await this.validateNew(auth.companyId, body);
-    const seq = await nextSequence(this.deps.db, `items:${auth.companyId}`);
+    const seq = await this.shortIds.next(`items:${auth.companyId}`);
     const created = this.buildNew(auth, body, checked, seq, new Date());
     await this.deps.items.insert(created.doc);
     this.deps.publisher.publishRecorded('items', created.doc._id, created.events);
+    const { pending_events: _events, outbox_pending: _pending, outbox_bytes: _bytes, ...stored } = created.doc;
+    this.remember(stored);
     return created.response;
   }
 
@@ -220,6 +249,7 @@ export class ItemsService {
   async get(auth: AuthContext, itemId: string): Promise<ItemResponse> {
     const doc = await this.deps.items.findById(auth.companyId, itemId);
     if (!doc) throw new NotFoundError('Item');
+    this.remember(doc); // the client is likely to send this version back with a PATCH
     return toItemResponse(doc, await this.pipelineFor(auth.companyId, doc.pipeline_id));
   }
 
@@ -235,11 +265,22 @@ export class ItemsService {
     ifMatch?: string,
     options: { depth?: number } = {},
   ): Promise<ItemResponse> {
+    // With `version` alone, the item as this process last saw it at that version stands in for the
+    // read (If-Match is compared with the stored version, so it always reads).
+    const known = body.version !== undefined && ifMatch === undefined;
+    let recent = known ? this.recent(auth.companyId, itemId, body.version!) : undefined;
     for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
-      const current = await this.deps.items.findById(auth.companyId, itemId);
+      const current = recent ?? (await this.deps.items.findById(auth.companyId, itemId));
       if (!current) throw new NotFoundError('Item');
-      const saved = await this.applyUpdate(auth, current, body, { version: body.version, ifMatch }, options.depth);
+      const saved = await this.applyUpdate(
+        auth,
+        current,
+        body,
+        { version: body.version, ifMatch, confirmed: recent === undefined },
+        options.depth,
+      );
       if (saved) return saved;
+      recent = undefined;
     }
     throw new VersionConflictError((await this.deps.items.findById(auth.companyId, itemId))?.version ?? 0);
   }
@@ -263,7 +304,7 @@ export class ItemsService {
         if (ifMatch !== undefined) throw new PreconditionFailedError();
         if (version !== undefined) throw new VersionConflictError(0);
         const checked = await this.validateNew(auth.companyId, fields);
-        const seq = await nextSequence(this.deps.db, `items:${auth.companyId}`);
+        const seq = await this.shortIds.next(`items:${auth.companyId}`);
         const created = this.buildNew(auth, { ...fields, external_id: externalId }, checked, seq, new Date());
         try {
           await this.deps.items.insert(created.doc);
@@ -293,7 +334,7 @@ export class ItemsService {
     auth: Actor,
     current: ItemDoc,
     changes: ItemUpdateInput,
-    expected: { version?: number; ifMatch?: string },
+    expected: { version?: number; ifMatch?: string; confirmed?: boolean },
     depth?: number,
   ): Promise<ItemResponse | null> {
     const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
@@ -319,7 +360,10 @@ export class ItemsService {
     const afterDoc: ItemDoc = { ...current, ...next, version: current.version + 1, updated_at: now };
     const after = toItemResponse(afterDoc, pipeline);
     const diff = diffResources(before, after, ['updated_at', 'version']);
-    if (Object.keys(diff).length === 0) return before;
+    if (Object.keys(diff).length === 0) {
+      // A no-op writes nothing, so nothing proves a remembered version current: read it (null: re-read).
+      return expected.confirmed === false ? null : before;
+    }
 
     const update: ItemChanges = {
       ...next,
@@ -337,6 +381,7 @@ export class ItemsService {
     );
     if (saved) {
       this.deps.publisher.publishRecorded('items', current._id, events);
+      this.remember(saved);
       return toItemResponse(saved, pipeline);
     }
     // Someone else wrote first. With an explicit expectation that is a conflict; otherwise re-read and retry.

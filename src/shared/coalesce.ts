@@ -9,8 +9,21 @@ export class Coalescer<T> {
   private pending: Array<{ item: T; resolve: () => void; reject: (error: unknown) => void }> = [];
   private scheduled = false;
   private running?: Promise<void>;
+  /** When the last batch started (ms since the epoch): the next waits until minIntervalMs after it. */
+  private lastStart = 0;
+  private readonly minIntervalMs: number;
 
-  constructor(private readonly runBatch: (items: T[]) => Promise<void>) {}
+  /**
+   * With `minIntervalMs`, a batch starts no sooner than that long after the previous one started:
+   * under load, calls gather for that long and share one batch (fewer round trips per call), while
+   * a call after a quiet moment still goes out at once.
+   */
+  constructor(
+    private readonly runBatch: (items: T[]) => Promise<void>,
+    options: { minIntervalMs?: number } = {},
+  ) {
+    this.minIntervalMs = options.minIntervalMs ?? 0;
+  }
 
   add(item: T): Promise<void> {
     return new Promise<void>((resolve, reject) => {
@@ -22,16 +35,20 @@ export class Coalescer<T> {
   private schedule(): void {
     if (this.scheduled || this.running) return;
     this.scheduled = true;
-    setImmediate(() => {
+    const run = () => {
       this.scheduled = false;
       this.flush();
-    });
+    };
+    const wait = this.lastStart + this.minIntervalMs - Date.now();
+    if (wait > 0) setTimeout(run, wait);
+    else setImmediate(run);
   }
 
   private flush(): void {
     const batch = this.pending;
     this.pending = [];
     if (batch.length === 0) return;
+    this.lastStart = Date.now();
     this.running = this.runBatch(batch.map((entry) => entry.item))
       .then(
         () => batch.forEach((entry) => entry.resolve()),

@@ -14,12 +14,19 @@ export interface MongoConnection {
 }
 
 /** Short server selection so an unreachable MongoDB becomes a 503 quickly instead of hanging a request for 30 s. */
-export async function connectMongo(url: string, dbName: string, connectTimeoutMs = 5_000): Promise<MongoConnection> {
+export async function connectMongo(
+  url: string,
+  dbName: string,
+  connectTimeoutMs = 5_000,
+  options: { monitorCommands?: boolean } = {},
+): Promise<MongoConnection> {
   const client = new MongoClient(url, {
     serverSelectionTimeoutMS: 5_000,
     connectTimeoutMS: 5_000,
     maxPoolSize: 50,
     appName: 'pipeline-records',
+    // Command monitoring (MONGO_COMMAND_METRICS, tests): only connections made with it emit the events.
+    monitorCommands: options.monitorCommands ?? false,
   });
   try {
     // The first selection may take only connectTimeoutMs; later ones keep the short default above.

@@ -86,13 +86,14 @@ export class TasksService {
     companyId: string,
     refs: { assigned_to?: string; item_id?: string | null },
   ): Promise<FieldProblem[]> {
+    // Usually answered from memory (see existsCached): a reference seen recently needs no read.
     const [user, item] = await Promise.all([
-      refs.assigned_to === undefined ? undefined : this.deps.users.findById(companyId, refs.assigned_to),
-      refs.item_id ? this.deps.items.findById(companyId, refs.item_id) : undefined,
+      refs.assigned_to === undefined ? true : this.deps.users.existsCached(companyId, refs.assigned_to),
+      refs.item_id ? this.deps.items.existsCached(companyId, refs.item_id) : true,
     ]);
     const problems: FieldProblem[] = [];
-    if (user === null) problems.push({ path: 'assigned_to', message: 'is not a user of this company' });
-    if (item === null) problems.push({ path: 'item_id', message: 'is not an item of this company' });
+    if (!user) problems.push({ path: 'assigned_to', message: 'is not a user of this company' });
+    if (!item) problems.push({ path: 'item_id', message: 'is not an item of this company' });
     return problems;
   }
 

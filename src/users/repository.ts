@@ -1,4 +1,5 @@
 import { ValidationError } from '../shared/errors.js';
+import { ExistenceCache } from '../shared/existence-cache.js';
 import { newId } from '../shared/ids.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { Collection, Db } from 'mongodb';
@@ -13,8 +14,15 @@ export interface UserDoc {
   created_at: Date;
 }
 
+/**
+ * How long a process trusts that a user exists without reading it again. Users are never deleted
+ * (there is no route for it), so a remembered user cannot have gone; the bound only limits memory.
+ */
+const USER_EXISTS_TTL_MS = 60_000;
+
 export class UsersRepository {
   private readonly collection: Collection<UserDoc>;
+  private readonly existing = new ExistenceCache(USER_EXISTS_TTL_MS);
 
   constructor(db: Db) {
     this.collection = db.collection<UserDoc>('users');
@@ -47,6 +55,13 @@ export class UsersRepository {
 
   findById(companyId: string, userId: string): Promise<UserDoc | null> {
     return this.collection.findOne({ company_id: companyId, _id: userId });
+  }
+
+  /** Whether the company has this user, from the process's memory when it was seen recently (task assignees). */
+  existsCached(companyId: string, userId: string): Promise<boolean> {
+    return this.existing.exists(JSON.stringify([companyId, userId]), async () =>
+      Boolean(await this.collection.findOne({ company_id: companyId, _id: userId }, { projection: { _id: 1 } })),
+    );
   }
 
   list(companyId: string): Promise<UserDoc[]> {
