@@ -39,28 +39,41 @@ const OUTBOX_MOVE = new Set(['insert events', 'update items', 'update tasks']);
  */
 const NOT_THE_REQUESTS = new Set(['update api_keys', 'aggregate items', 'aggregate tasks']);
 
+/** Records the process caches for 5 s (API key, company, pipeline): reloaded once per lifetime, not per request. */
+const CACHE_RELOADS = new Set(['find api_keys', 'find companies', 'find pipelines', 'find users']);
+
 interface Split {
+  /** The requests' own round trips, cache reloads left out. */
   path: number;
-  outbox: number;
+  /** Reloads of cached records: near 0 when they are cached, about 1 per request when something reads them every time. */
+  reloads: number;
   clears: number;
   breakdown: string;
 }
 
-function split(delta: Counts, requests: number): Split {
+function split(delta: Counts, requests: number, cached: string[] = []): Split {
   let path = 0;
-  let outbox = 0;
+  let reloads = 0;
   let clears = 0;
   const parts: string[] = [];
   for (const [key, value] of [...delta].sort()) {
     if (NOT_THE_REQUESTS.has(key)) continue;
     if (OUTBOX_MOVE.has(key)) {
-      outbox += value;
       if (key !== 'insert events') clears += value;
-    } else path += value;
+    } else if (CACHE_RELOADS.has(key) || cached.includes(key)) reloads += value;
+    else path += value;
     parts.push(`${key} ${(value / requests).toFixed(2)}`);
   }
-  return { path: path / requests, outbox: outbox / requests, clears: clears / requests, breakdown: parts.join(', ') };
+  return {
+    path: path / requests,
+    reloads: reloads / requests,
+    clears: clears / requests,
+    breakdown: parts.join(', '),
+  };
 }
+
+/** A cache reloading every few seconds stays far below this share of requests; one read per request does not. */
+const MAX_RELOADS = 0.1;
 
 /** Sequential requests (one at a time), insisting on a 2xx answer. */
 async function sequentially(count: number, send: (index: number) => Promise<Response>): Promise<void> {
@@ -94,6 +107,8 @@ export async function runMongoTripScenarios(context: BenchContext): Promise<Row[
     label: string;
     target: string;
     max?: number;
+    /** Reads that this case answers from a cache (reloaded every few seconds), besides CACHE_RELOADS. */
+    cached?: string[];
     prepare?: () => Promise<void>;
     send: (index: number) => Promise<Response>;
   }> = [
@@ -133,6 +148,7 @@ export async function runMongoTripScenarios(context: BenchContext): Promise<Row[
       label: 'POST /tasks with assigned_to and item_id',
       target: '1 (references from the per-company caches)',
       max: 1,
+      cached: ['find items'],
       send: () =>
         api('/tasks', { method: 'POST', body: task({ assigned_to: tenant.userId, item_id: referencedItem }) }),
     },
@@ -194,13 +210,12 @@ export async function runMongoTripScenarios(context: BenchContext): Promise<Row[
     const before = await commandCounts(web);
     await sequentially(requests, probe.send);
     await new Promise((resolve) => setTimeout(resolve, 200)); // this case's outbox moves done
-    const counted = split(difference(await commandCounts(web), before), requests);
+    const counted = split(difference(await commandCounts(web), before), requests, probe.cached);
     rows.push({
       scenario: `MongoDB round trips per request: ${probe.label}`,
-      value: `${counted.path.toFixed(2)} trips (${counted.breakdown})`,
+      value: `${counted.path.toFixed(2)} trips + ${counted.reloads.toFixed(2)} cache reloads (${counted.breakdown})`,
       target: probe.target,
-      // + 0.01: a cached record (key, company, pipeline) reloaded once in its 5 s lifetime
-      pass: probe.max === undefined ? undefined : counted.path <= probe.max + 0.01,
+      pass: probe.max === undefined ? undefined : counted.path <= probe.max + 1e-9 && counted.reloads <= MAX_RELOADS,
     });
   }
 
@@ -227,7 +242,7 @@ export async function runMongoTripScenarios(context: BenchContext): Promise<Row[
     pass: underLoad.clears <= 0.1 && load.failures === 0,
     note:
       `Counted with the driver's command monitoring (mongodb_commands_total of a second web process started with MONGO_COMMAND_METRICS=true) over ${int(requests)} sequential requests per case; one command is one round trip (a bulk write of many documents is one). ` +
-      "The request's own trips are the figure; the breakdown also lists, after the response, the outbox move (insert events: the events recorded; update items/tasks: the outbox cleared), shared by the writes of each 25 ms under load. " +
+      "The request's own trips are the figure; reloads of records cached for a few seconds (API key, company, pipeline, a task's referenced item) are counted apart (at most 0.1 per request: a read per request would be 1), and the breakdown also lists, after the response, the outbox move (insert events: the events recorded; update items/tasks: the outbox cleared), shared by the writes of each 25 ms under load. " +
       'Left out: the API keys\u2019 last_used_at (one bulk write per 5 s) and the /metrics scrape\u2019s own outbox gauge.',
   });
   await stack.children.stop(web.child);
