@@ -83,8 +83,28 @@ const envSchema = z.object({
     .string()
     .refine((expr) => cron.validate(expr), 'expected a 5- or 6-field cron expression')
     .default('* * * * *'),
+  /** Attempts per delivery, the first included; a retry schedule's length caps it too. */
   HOOK_MAX_ATTEMPTS: positiveInt.max(50).default(8),
-  HOOK_BACKOFF_MS: positiveInt.default(30_000),
+  /** When set, retries double from this delay (section 9; development and tests) instead of following the schedule. */
+  HOOK_BACKOFF_MS: positiveInt.optional(),
+  /** The delays between attempts, in ms (DECISIONS.md section 12.2); unset: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+  HOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\s*\d+\s*(,\s*\d+\s*)*$/, 'expected comma-separated delays in milliseconds')
+    .transform((list) => list.split(',').map((delay) => Number(delay.trim())))
+    .pipe(
+      z
+        .array(
+          z
+            .number()
+            .int()
+            .positive()
+            .max(7 * 24 * 3_600_000),
+        )
+        .min(1)
+        .max(49),
+    )
+    .optional(),
   HOOK_TIMEOUT_MS: positiveInt.default(10_000),
   /** Webhooks a worker process sends at once: they mostly wait on receivers, so well above the CPU count. */
   HOOK_CONCURRENCY: positiveInt.max(1_000).default(50),
@@ -136,6 +156,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (parsed.data.HEADERS_TIMEOUT_MS > parsed.data.REQUEST_TIMEOUT_MS) {
     throw new ConfigError('Invalid configuration: HEADERS_TIMEOUT_MS: must not exceed REQUEST_TIMEOUT_MS');
+  }
+  if (parsed.data.HOOK_BACKOFF_MS !== undefined && parsed.data.HOOK_RETRY_SCHEDULE !== undefined) {
+    throw new ConfigError('Invalid configuration: HOOK_RETRY_SCHEDULE: set it or HOOK_BACKOFF_MS, not both');
   }
   if (parsed.data.NODE_ENV === 'production' && !parsed.data.ADMIN_TOKEN) {
     throw new ConfigError('Invalid configuration: ADMIN_TOKEN: required when NODE_ENV=production');

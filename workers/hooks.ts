@@ -2,6 +2,7 @@ import { DelayedError, UnrecoverableError } from 'bullmq';
 import { ConsumerProgress } from '../src/events/progress.js';
 import { deliverWebhook, type DeliveryDeps } from '../src/hooks/delivery.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
+import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { TargetGuard } from '../src/hooks/target-guard.js';
 import { createRepositories } from '../src/repositories.js';
@@ -48,8 +49,7 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     },
     secrets: repos.webhookSecrets,
     send: (webhook) => sender.send(webhook),
-    maxAttempts: config.HOOK_MAX_ATTEMPTS,
-    backoffMs: config.HOOK_BACKOFF_MS,
+    retry: retryPolicyFrom(config),
     logger,
   };
 

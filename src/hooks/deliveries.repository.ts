@@ -5,12 +5,16 @@ import type { Collection, Db, Filter } from 'mongodb';
 
 export interface DeliveryAttempt {
   attempt: number;
+  /** The receiver's status; null when no answer arrived. */
   status_code: number | null;
+  /** A DeliveryError category (sender.ts); attempts recorded before categories existed may hold older text (see schemas.ts). */
   error: string | null;
   duration_ms: number;
   succeeded: boolean;
   next_retry_at: Date | null;
   attempted_at: Date;
+  /** The start of the receiver's answer as text (sender.ts KEPT_RESPONSE_BYTES); absent on older attempts. */
+  response_body?: string | null;
 }
 
 /** One event to one target, with its attempts; the envelope is kept so it can be sent again. */
@@ -41,6 +45,8 @@ export interface AttemptRecord {
   target: DeliveryTarget;
   event: EventEnvelope;
   attempt: DeliveryAttempt;
+  /** The job that makes this delivery's attempts: kept so the reconciler can schedule the next one again. */
+  job: { id: string; target: DeliveryJob['target'] };
 }
 
 export type ListedAttempt = DeliveryAttempt & { event_id: string; event_type: EventType };
@@ -75,7 +81,7 @@ export class DeliveriesRepository {
     if (records.length === 0) return;
     // Ordered: two attempts of one delivery in one batch land in the order they were made.
     await this.deliveries.bulkWrite(
-      records.map(({ key, target, event, attempt }) => ({
+      records.map(({ key, target, event, attempt, job }) => ({
         updateOne: {
           // company_id comes from the filter on insert (and targets the write on a sharded cluster).
           filter: { company_id: event.company_id, _id: key },
@@ -87,7 +93,14 @@ export class DeliveriesRepository {
               event,
               created_at: attempt.attempted_at,
             },
-            $set: { updated_at: attempt.attempted_at },
+            // When the next attempt is due and the job that makes it: what survives Redis losing that job.
+            $set: {
+              updated_at: attempt.attempted_at,
+              next_attempt_at: attempt.next_retry_at,
+              job_id: job.id,
+              target: job.target,
+              attempts_made: attempt.attempt,
+            },
             $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
           },
           upsert: true,

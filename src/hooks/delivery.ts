@@ -1,10 +1,10 @@
 import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
-import { DISABLE_AFTER_FAILING_MS, retryDelay } from './retry-policy.js';
+import { DISABLE_AFTER_FAILING_MS, retryDelay, type RetryPolicy } from './retry-policy.js';
 import { signedHeaders, webhookBody } from './signing.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { HookDoc, HooksRepository } from './repository.js';
-import type { SendResult, WebhookRequest } from './sender.js';
+import type { DeliveryError, SendResult, WebhookRequest } from './sender.js';
 import type { WebhookSecretsRepository } from './webhook-secrets.repository.js';
 
 export interface DeliveryDeps {
@@ -13,8 +13,7 @@ export interface DeliveryDeps {
   deliveries: Pick<DeliveriesRepository, 'recordAttempt' | 'deleteForHook'>;
   secrets: WebhookSecretsRepository;
   send(webhook: WebhookRequest): Promise<SendResult>;
-  maxAttempts: number;
-  backoffMs: number;
+  retry: RetryPolicy;
   logger: Logger;
   now?: () => Date;
   random?: () => number;
@@ -82,15 +81,15 @@ async function afterFailure(
   if (hookId && (await deps.hooks.recordFailure(job.event.company_id, hookId, at.attemptedAt, disableIfFailingSince))) {
     return { outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries' };
   }
-  if (attempt >= deps.maxAttempts) return { outcome: 'gave_up', reason: 'attempts exhausted' };
+  if (attempt >= deps.retry.maxAttempts) return { outcome: 'gave_up', reason: 'attempts exhausted' };
   const answer = result.kind === 'response' ? result : { statusCode: null };
-  return { outcome: 'retry', delayMs: retryDelay(attempt, deps.backoffMs, answer, at.answeredAt, deps.random) };
+  return { outcome: 'retry', delayMs: retryDelay(attempt, deps.retry, answer, at.answeredAt, deps.random) };
 }
 
 /**
  * One attempt to deliver one event to one target (DECISIONS.md section 9): sign, POST, record the
  * attempt, and decide what follows. 2xx succeeds; 410 deletes the hook; anything else is retried
- * with backoff until `maxAttempts`, and a hook whose deliveries have all failed for 5 days is disabled.
+ * on the retry policy's schedule until its last attempt, and a hook whose deliveries have all failed for 5 days is disabled.
  * Idempotent enough for at-least-once jobs: a re-run sends again under the same `webhook-id`.
  */
 export async function deliverWebhook(
@@ -145,12 +144,7 @@ export async function deliverWebhook(
     decision = await afterFailure(job, hookId, context.attempt, result, { attemptedAt, answeredAt }, deps);
   }
 
-  const error =
-    result.kind === 'error'
-      ? result.error
-      : statusCode !== null && statusCode >= 300 && statusCode < 400
-        ? 'redirect not followed'
-        : null;
+  const error: DeliveryError | null = result.kind === 'error' ? result.error : succeeded ? null : 'http_status';
   await deps.deliveries.recordAttempt({
     key: target.key,
     target: target.owner,
@@ -163,7 +157,9 @@ export async function deliverWebhook(
       succeeded,
       next_retry_at: decision.outcome === 'retry' ? new Date(answeredAt.getTime() + decision.delayMs) : null,
       attempted_at: attemptedAt,
+      response_body: result.kind === 'response' ? (result.body ?? '') : null,
     },
+    job: { id: context.jobId, target: job.target },
   });
   const level = succeeded ? 'info' : 'warn';
   if (log.isLevelEnabled(level)) {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EVENT_TYPES } from '../events/envelope.js';
 import { isoTimestampOutput, toIso } from '../shared/time.js';
+import { DELIVERY_ERRORS, KEPT_RESPONSE_BYTES, type DeliveryError } from './sender.js';
 import type { ListedAttempt } from './deliveries.repository.js';
 import type { HookDoc } from './repository.js';
 
@@ -52,6 +53,8 @@ export const createHookBody = z
 
 export type CreateHookBody = z.infer<typeof createHookBody>;
 
+const statusCode = z.number().int().min(100).max(999).nullable();
+
 export const deliveryAttemptSchema = z
   .object({
     event_id: z.string().describe('Also the webhook-id header of the delivery'),
@@ -63,22 +66,38 @@ export const deliveryAttemptSchema = z
       .max(50)
       .describe('1 for the first try; redeliveries count from 1 again')
       .meta({ example: 1 }),
-    status_code: z
+    succeeded: z.boolean(),
+    response_status: statusCode
+      .describe("The receiver's HTTP status, null when no answer arrived")
+      .meta({ example: 200 }),
+    response_body: z
+      .string()
+      .max(KEPT_RESPONSE_BYTES)
+      .nullable()
+      .describe("At most the first 1 KiB of the receiver's answer, as text; null when no answer arrived"),
+    error: z
+      .enum(DELIVERY_ERRORS)
+      .nullable()
+      .describe(
+        'Why the attempt failed, null when it succeeded: no answer in time (`timeout`), the connection refused, ' +
+          'reset or its TLS handshake failed, the name did not resolve (`dns_failure`), the target resolved to an ' +
+          'address deliveries may not reach (`refused_target`), or an answer other than 2xx (`http_status`; ' +
+          'redirects are not followed)',
+      ),
+    duration_ms: z
       .number()
       .int()
-      .min(100)
-      .max(999)
-      .nullable()
-      .describe('The receiver answer, null when none arrived')
-      .meta({ example: 200 }),
-    error: z
-      .string()
-      .nullable()
-      .describe('Why the attempt failed without an answer (timeout, refused, connection error)'),
-    duration_ms: z.number().int().min(0).max(86_400_000).meta({ example: 84 }),
-    succeeded: z.boolean(),
-    next_retry_at: isoTimestampOutput.nullable().describe('When the next attempt is due; null when none will follow'),
+      .min(0)
+      .max(86_400_000)
+      .describe('From sending the request to the end of the answer (or the failure)')
+      .meta({ example: 84 }),
+    next_attempt_at: isoTimestampOutput.nullable().describe('When the next attempt is due; null when none will follow'),
     attempted_at: isoTimestampOutput,
+    status_code: statusCode.describe('Deprecated: the same as `response_status`').meta({ deprecated: true }),
+    next_retry_at: isoTimestampOutput
+      .nullable()
+      .describe('Deprecated: the same as `next_attempt_at`')
+      .meta({ deprecated: true }),
   })
   .meta({
     id: 'HookDeliveryAttempt',
@@ -86,12 +105,15 @@ export const deliveryAttemptSchema = z
       event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',
       event_type: 'task.created',
       attempt: 2,
-      status_code: 503,
-      error: null,
-      duration_ms: 41,
       succeeded: false,
-      next_retry_at: '2026-11-20T08:01:30.000Z',
-      attempted_at: '2026-11-20T08:00:30.000Z',
+      response_status: 503,
+      response_body: '{"error":"maintenance, back in a minute"}',
+      error: 'http_status',
+      duration_ms: 41,
+      next_attempt_at: '2026-11-20T08:35:30.000Z',
+      attempted_at: '2026-11-20T08:05:30.000Z',
+      status_code: 503,
+      next_retry_at: '2026-11-20T08:35:30.000Z',
     },
   });
 
@@ -117,16 +139,36 @@ export function toHookResponse(doc: HookDoc): HookResponse {
   };
 }
 
+/**
+ * The category of a recorded error. Attempts recorded before categories existed hold free text
+ * (which could name an address or carry a system message): it is mapped, never shown.
+ */
+export function errorCategory(recorded: string | null, statusCode: number | null): DeliveryError | null {
+  if (recorded === null) return statusCode === null || (statusCode >= 200 && statusCode < 300) ? null : 'http_status';
+  if ((DELIVERY_ERRORS as readonly string[]).includes(recorded)) return recorded as DeliveryError;
+  if (statusCode !== null) return 'http_status';
+  if (recorded.startsWith('timeout')) return 'timeout';
+  if (recorded.startsWith('refused')) return 'refused_target';
+  if (/ECONNREFUSED/.test(recorded)) return 'connection_refused';
+  if (/ENOTFOUND|EAI_AGAIN|does not resolve/.test(recorded)) return 'dns_failure';
+  if (/TLS|SSL|CERT/.test(recorded)) return 'tls_error';
+  return 'connection_reset';
+}
+
 export function toAttemptResponse(attempt: ListedAttempt): DeliveryAttemptResponse {
+  const nextAttemptAt = toIso(attempt.next_retry_at);
   return {
     event_id: attempt.event_id,
     event_type: attempt.event_type,
     attempt: attempt.attempt,
-    status_code: attempt.status_code,
-    error: attempt.error,
-    duration_ms: attempt.duration_ms,
     succeeded: attempt.succeeded,
-    next_retry_at: toIso(attempt.next_retry_at),
+    response_status: attempt.status_code,
+    response_body: attempt.status_code === null ? null : (attempt.response_body ?? ''),
+    error: attempt.succeeded ? null : errorCategory(attempt.error, attempt.status_code),
+    duration_ms: attempt.duration_ms,
+    next_attempt_at: nextAttemptAt,
     attempted_at: toIso(attempt.attempted_at),
+    status_code: attempt.status_code,
+    next_retry_at: nextAttemptAt,
   };
 }

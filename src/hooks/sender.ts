@@ -7,26 +7,76 @@ export interface WebhookRequest {
   body: string;
 }
 
+/**
+ * Why an attempt failed, as the deliveries log shows it (DECISIONS.md section 12.2): coarse on
+ * purpose, never an address, a DNS answer or a system message. `http_status` is an answer that was
+ * not 2xx (a 3xx included: redirects are not followed).
+ */
+export const DELIVERY_ERRORS = [
+  'timeout',
+  'connection_refused',
+  'connection_reset',
+  'dns_failure',
+  'tls_error',
+  'refused_target',
+  'http_status',
+] as const;
+export type DeliveryError = (typeof DELIVERY_ERRORS)[number];
+
 /** What came back: a status (any, including 3xx, which is never followed) or why nothing did. */
 export type SendResult =
-  | { kind: 'response'; statusCode: number; retryAfter?: string; durationMs: number }
-  | { kind: 'error'; error: string; durationMs: number };
+  | { kind: 'response'; statusCode: number; retryAfter?: string; durationMs: number; body?: string }
+  | { kind: 'error'; error: Exclude<DeliveryError, 'http_status'>; durationMs: number };
 
 /** Receivers' answers are read only to free the connection for reuse; never more than this. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/** The start of the answer kept for the deliveries log. */
+export const KEPT_RESPONSE_BYTES = 1024;
 
-function describe(error: unknown, timeoutMs: number): string {
-  if (error instanceof ForbiddenTargetError) return `refused: ${error.message}`;
-  const { name, code, message } = error as { name?: string; code?: string; message?: string };
-  if (
-    name === 'TimeoutError' ||
-    name === 'AbortError' ||
-    code === 'UND_ERR_CONNECT_TIMEOUT' ||
-    code === 'UND_ERR_HEADERS_TIMEOUT'
-  ) {
-    return `timeout: no answer within ${timeoutMs} ms`;
+/** Thrown by the connector when the target's name does not resolve (the resolver's own error may carry its answer). */
+class UnresolvedTargetError extends Error {
+  readonly code = 'ERR_UNRESOLVED_TARGET';
+}
+
+const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NODATA', 'EAI_NONAME', 'ENODATA', 'ESERVFAIL']);
+const TIMEOUT_CODES = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ETIMEDOUT',
+]);
+const TLS_CODE = /^ERR_(TLS|SSL)_|CERT|SELF_SIGNED|UNABLE_TO_VERIFY|^EPROTO$/;
+
+/** The category of a failed request; the error itself (addresses, system text) goes nowhere. */
+export function categorize(error: unknown): Exclude<DeliveryError, 'http_status'> {
+  if (error instanceof ForbiddenTargetError) return 'refused_target';
+  if (error instanceof UnresolvedTargetError) return 'dns_failure';
+  const { name, code, cause } = (error ?? {}) as { name?: string; code?: string; cause?: unknown };
+  if (name === 'TimeoutError' || name === 'AbortError' || (code && TIMEOUT_CODES.has(code))) return 'timeout';
+  if (code === 'ECONNREFUSED') return 'connection_refused';
+  if (code && DNS_CODES.has(code)) return 'dns_failure';
+  if (code && TLS_CODE.test(code)) return 'tls_error';
+  // undici wraps a socket's own error (UND_ERR_SOCKET with ECONNRESET as the cause).
+  if (cause && cause !== error) return categorize(cause);
+  return 'connection_reset'; // closed, reset or broken in any other way
+}
+
+/** The first KEPT_RESPONSE_BYTES of an answer as text (a character cut in half is left out), draining up to MAX_RESPONSE_BYTES. */
+async function readStart(body: AsyncIterable<Buffer>): Promise<string> {
+  const decoder = new TextDecoder('utf-8');
+  let text = '';
+  let kept = 0;
+  let read = 0;
+  for await (const chunk of body) {
+    if (kept < KEPT_RESPONSE_BYTES) {
+      const part = chunk.subarray(0, KEPT_RESPONSE_BYTES - kept);
+      kept += part.length;
+      text += decoder.decode(part, { stream: true }); // stream: a split character is held back, never garbled
+    }
+    read += chunk.length;
+    if (read > MAX_RESPONSE_BYTES) break; // the rest is not read: the connection is closed instead of reused
   }
-  return `connection failed: ${code ?? name ?? 'error'}${message ? ` (${message.slice(0, 200)})` : ''}`;
+  return text;
 }
 
 /**
@@ -51,7 +101,8 @@ export class WebhookSender {
       connect: (options, callback) => {
         guard.addressToConnect(options.hostname).then(
           (address) => connect({ ...options, hostname: address }, callback),
-          (error: Error) => callback(error, null),
+          (error: Error) =>
+            callback(error instanceof ForbiddenTargetError ? error : new UnresolvedTargetError('unresolved'), null),
         );
       },
     });
@@ -68,16 +119,18 @@ export class WebhookSender {
         body: webhook.body,
         signal: AbortSignal.timeout(this.timeoutMs),
       });
-      await response.body.dump({ limit: MAX_RESPONSE_BYTES }).catch(() => {});
+      // An answer cut short after its status still counts as that answer.
+      const body = await readStart(response.body).catch(() => '');
       const retryAfter = response.headers['retry-after'];
       return {
         kind: 'response',
         statusCode: response.statusCode,
         retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
         durationMs: elapsed(),
+        body,
       };
     } catch (error) {
-      return { kind: 'error', error: describe(error, this.timeoutMs), durationMs: elapsed() };
+      return { kind: 'error', error: categorize(error), durationMs: elapsed() };
     }
   }
 

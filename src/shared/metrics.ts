@@ -26,8 +26,8 @@ export const rateLimitRejections = new Counter({
 
 export const webhookDeliveries = new Counter({
   name: 'webhook_deliveries_total',
-  help: 'Webhook delivery attempts by outcome (success, failure, gone, refused)',
-  labelNames: ['outcome'] as const,
+  help: 'Webhook delivery attempts by outcome (success, failure, gone, refused) and error category (none when none)',
+  labelNames: ['outcome', 'error'] as const,
   registers: [metricsRegistry],
 });
 
@@ -58,7 +58,10 @@ export const overdueTasksFired = new Counter({
   registers: [metricsRegistry],
 });
 
-/** One delivery attempt, as recorded in the deliveries log, counted by outcome (one place for both processes). */
+/**
+ * One delivery attempt, as recorded in the deliveries log, counted by outcome and by its error
+ * category (a handful of values: DELIVERY_ERRORS, or `none`), in one place for both processes.
+ */
 export function observeDeliveryAttempt(
   attempt: { succeeded: boolean; status_code: number | null; error: string | null; duration_ms: number },
   occurredAt: string,
@@ -67,10 +70,10 @@ export function observeDeliveryAttempt(
     ? 'success'
     : attempt.status_code === 410
       ? 'gone'
-      : /refused_target|refused target/.test(attempt.error ?? '')
+      : attempt.error === 'refused_target'
         ? 'refused'
         : 'failure';
-  webhookDeliveries.inc({ outcome });
+  webhookDeliveries.inc({ outcome, error: attempt.error ?? 'none' });
   webhookDeliveryDuration.observe(attempt.duration_ms / 1000);
   if (attempt.succeeded) webhookEventLatency.observe(Math.max(0, Date.now() - Date.parse(occurredAt)) / 1000);
 }

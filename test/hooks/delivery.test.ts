@@ -72,12 +72,15 @@ describe('REST hook delivery', () => {
         event_id: request.id,
         event_type: 'task.created',
         attempt: 1,
-        status_code: 200,
+        succeeded: true,
+        response_status: 200,
+        response_body: '',
         error: null,
         duration_ms: expect.any(Number),
-        succeeded: true,
-        next_retry_at: null,
+        next_attempt_at: null,
         attempted_at: expect.stringMatching(/Z$/),
+        status_code: 200,
+        next_retry_at: null,
       },
     ]);
 

@@ -1,10 +1,18 @@
 import { createHmac } from 'node:crypto';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
 import { buildEvent } from '../../src/events/envelope.js';
 import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
 import { fanOutEvent } from '../../src/hooks/fanout.js';
-import { backoffDelay, MAX_RETRY_AFTER_MS, parseRetryAfter, retryDelay } from '../../src/hooks/retry-policy.js';
+import {
+  backoffDelay,
+  MAX_RETRY_AFTER_MS,
+  parseRetryAfter,
+  retryDelay,
+  retryPolicyFrom,
+  scheduledDelay,
+} from '../../src/hooks/retry-policy.js';
 import { newWebhookSecret, signedHeaders } from '../../src/hooks/signing.js';
 import { createRepositories } from '../../src/repositories.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
@@ -15,27 +23,69 @@ import type { SendResult, WebhookRequest } from '../../src/hooks/sender.js';
 const DAY = 24 * 3_600_000;
 
 describe('retry schedule', () => {
-  it('doubles from HOOK_BACKOFF_MS with at most ±20% jitter', () => {
+  const HOUR = 3_600_000;
+
+  it('by default: attempts at 0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h after the previous one (8, about 28 h)', () => {
+    const policy = retryPolicyFrom(loadConfig({}));
+    expect(policy).toMatchObject({ kind: 'schedule', maxAttempts: 8 });
+    const nominal = [5_000, 300_000, 1_800_000, 2 * HOUR, 5 * HOUR, 10 * HOUR, 10 * HOUR];
+    expect(nominal.map((_, i) => scheduledDelay(i + 1, policy, () => 0.5))).toEqual(nominal);
+    const total = nominal.reduce((sum, delay) => sum + delay, 0);
+    expect(total / HOUR).toBeGreaterThan(27.5);
+    expect(total / HOUR).toBeLessThan(28);
+    // Jitter of at most ±20%, never more.
+    for (const [i, delay] of nominal.entries()) {
+      expect(scheduledDelay(i + 1, policy, () => 0)).toBe(Math.round(delay * 0.8));
+      expect(scheduledDelay(i + 1, policy, () => 0.999999)).toBeLessThanOrEqual(delay * 1.2);
+      for (let n = 0; n < 50; n++) {
+        const drawn = scheduledDelay(i + 1, policy);
+        expect(drawn).toBeGreaterThanOrEqual(Math.round(delay * 0.8));
+        expect(drawn).toBeLessThanOrEqual(Math.round(delay * 1.2));
+      }
+    }
+  });
+
+  it('HOOK_RETRY_SCHEDULE replaces the schedule (its length sets the attempts, HOOK_MAX_ATTEMPTS caps them)', () => {
+    const policy = retryPolicyFrom(loadConfig({ HOOK_RETRY_SCHEDULE: '1000, 60000,3600000' }));
+    expect(policy).toEqual({ kind: 'schedule', delaysMs: [1_000, 60_000, 3_600_000], maxAttempts: 4 });
+    expect([1, 2, 3].map((attempt) => scheduledDelay(attempt, policy, () => 0.5))).toEqual([1_000, 60_000, 3_600_000]);
+    expect(retryPolicyFrom(loadConfig({ HOOK_RETRY_SCHEDULE: '1000,2000', HOOK_MAX_ATTEMPTS: '2' })).maxAttempts).toBe(
+      2,
+    );
+    for (const bad of ['soon', '1000,,2000', '-5', '1.5', '0']) {
+      expect(() => loadConfig({ HOOK_RETRY_SCHEDULE: bad }), bad).toThrow(/HOOK_RETRY_SCHEDULE/);
+    }
+    expect(() => loadConfig({ HOOK_RETRY_SCHEDULE: '1000', HOOK_BACKOFF_MS: '100' })).toThrow(/not both/);
+  });
+
+  it('HOOK_BACKOFF_MS: doubles from that delay with at most ±20% jitter', () => {
+    const policy = retryPolicyFrom(loadConfig({ HOOK_BACKOFF_MS: '30000' }));
+    expect(policy).toEqual({ kind: 'doubling', baseMs: 30_000, maxAttempts: 8 });
     for (let attempt = 1; attempt <= 7; attempt++) {
       const nominal = 30_000 * 2 ** (attempt - 1);
-      expect(backoffDelay(attempt, 30_000, () => 0)).toBe(Math.round(nominal * 0.8));
+      expect(scheduledDelay(attempt, policy, () => 0)).toBe(Math.round(nominal * 0.8));
       expect(backoffDelay(attempt, 30_000, () => 0.5)).toBe(nominal);
-      expect(backoffDelay(attempt, 30_000, () => 0.999999)).toBeLessThanOrEqual(nominal * 1.2);
+      expect(scheduledDelay(attempt, policy, () => 0.999999)).toBeLessThanOrEqual(nominal * 1.2);
     }
   });
 
   it('reads Retry-After as seconds or an HTTP date, and honours it on 429/503 only when longer', () => {
     const now = new Date('2026-11-22T09:30:00.000Z');
+    const policy = retryPolicyFrom({ HOOK_MAX_ATTEMPTS: 8, HOOK_BACKOFF_MS: 1_000 });
     expect(parseRetryAfter('120', now)).toBe(120_000);
     expect(parseRetryAfter('Sun, 22 Nov 2026 09:31:00 GMT', now)).toBe(60_000);
     expect(parseRetryAfter('soon', now)).toBeUndefined();
     const half = () => 0.5;
-    expect(retryDelay(1, 1_000, { statusCode: 503, retryAfter: '60' }, now, half)).toBe(60_000);
-    expect(retryDelay(1, 1_000, { statusCode: 429, retryAfter: '0' }, now, half)).toBe(1_000);
-    expect(retryDelay(1, 1_000, { statusCode: 500, retryAfter: '60' }, now, half)).toBe(1_000);
-    expect(retryDelay(1, 1_000, { statusCode: 429, retryAfter: String(10 * 24 * 3600) }, now, half)).toBe(
+    expect(retryDelay(1, policy, { statusCode: 503, retryAfter: '60' }, now, half)).toBe(60_000);
+    expect(retryDelay(1, policy, { statusCode: 429, retryAfter: '0' }, now, half)).toBe(1_000);
+    expect(retryDelay(1, policy, { statusCode: 500, retryAfter: '60' }, now, half)).toBe(1_000);
+    expect(retryDelay(1, policy, { statusCode: 429, retryAfter: String(10 * 24 * 3600) }, now, half)).toBe(
       MAX_RETRY_AFTER_MS,
     );
+    // Under the default schedule too: the longer of the two.
+    const schedule = retryPolicyFrom({ HOOK_MAX_ATTEMPTS: 8 });
+    expect(retryDelay(1, schedule, { statusCode: 503, retryAfter: '60' }, now, half)).toBe(60_000);
+    expect(retryDelay(2, schedule, { statusCode: 503, retryAfter: '60' }, now, half)).toBe(300_000);
   });
 });
 
@@ -72,8 +122,7 @@ describe('a hook that keeps failing', () => {
       hooks: repos.hooks,
       deliveries: repos.deliveries,
       secrets: repos.webhookSecrets,
-      maxAttempts: 8,
-      backoffMs: 30_000,
+      retry: retryPolicyFrom({ HOOK_MAX_ATTEMPTS: 8 }),
       logger: pino({ level: 'silent' }),
       now: () => now,
       send: async (webhook) => {
@@ -150,12 +199,12 @@ describe('a hook that keeps failing', () => {
     await deliverWebhook(
       job,
       { jobId: 'j', attempt: 1 },
-      deps(new Date(Date.now() - 6 * DAY), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }),
+      deps(new Date(Date.now() - 6 * DAY), { kind: 'error', error: 'connection_refused', durationMs: 1 }),
     );
     await deliverWebhook(
       job,
       { jobId: 'j', attempt: 2 },
-      deps(new Date(), { kind: 'error', error: 'connection failed: ECONNREFUSED', durationMs: 1 }),
+      deps(new Date(), { kind: 'error', error: 'connection_refused', durationMs: 1 }),
     );
     expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()[0].disabled_at).not.toBeNull();
     const response = await ext(

@@ -12,7 +12,8 @@ export interface Received {
 }
 
 /** How to answer the nth request (0-based): a status, a status with headers, or never. */
-export type Answer = number | { status: number; headers?: Record<string, string>; delayMs?: number } | 'hang';
+export type Answer =
+  number | { status: number; headers?: Record<string, string>; delayMs?: number; body?: string } | 'hang' | 'reset';
 
 /** A real HTTP webhook receiver on 127.0.0.1 that records every request. */
 export class Receiver {
@@ -38,8 +39,9 @@ export class Receiver {
           const index = receiver.requests.push(received) - 1;
           const answer = receiver.answer(received, index);
           if (answer === 'hang') return void receiver.hanging.add(res);
-          const { status, headers = {}, delayMs = 0 } = typeof answer === 'number' ? { status: answer } : answer;
-          setTimeout(() => res.writeHead(status, headers).end(), delayMs);
+          if (answer === 'reset') return void req.socket.resetAndDestroy();
+          const { status, headers = {}, delayMs = 0, body } = typeof answer === 'number' ? { status: answer } : answer;
+          setTimeout(() => res.writeHead(status, headers).end(body), delayMs);
         });
       }),
     );

@@ -101,6 +101,7 @@ describe('tenant isolation', () => {
         next_retry_at: null,
         attempted_at: new Date(),
       },
+      job: { id: `${hook.hook_id}:${event.event_id}:event`, target: { kind: 'hook', hook_id: hook.hook_id } },
     });
     const routes = (id: string) =>
       [

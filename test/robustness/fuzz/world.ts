@@ -71,6 +71,7 @@ async function seedTenant(
       target: { hook_id: tenant.hookId!, automation_id: null },
       event,
       attempt,
+      job: { id: `${tenant.hookId!}:${event.event_id}:event`, target: { kind: 'hook', hook_id: tenant.hookId! } },
     });
   }
   return {
