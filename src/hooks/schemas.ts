@@ -93,7 +93,9 @@ export const deliveryAttemptSchema = z
       .meta({ example: 84 }),
     next_attempt_at: isoTimestampOutput.nullable().describe('When the next attempt is due; null when none will follow'),
     attempted_at: isoTimestampOutput,
-    status_code: statusCode.describe('Deprecated: the same as `response_status`').meta({ deprecated: true }),
+    status_code: statusCode
+      .describe('Deprecated: the same as `response_status`')
+      .meta({ deprecated: true, example: 200 }),
     next_retry_at: isoTimestampOutput
       .nullable()
       .describe('Deprecated: the same as `next_attempt_at`')
