@@ -2,7 +2,16 @@ import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const SCENARIO_GROUPS = ['crud', 'batch', 'overhead', 'trips', 'webhooks', 'memory', 'overdue'] as const;
+export const SCENARIO_GROUPS = [
+  'crud',
+  'batch',
+  'overhead',
+  'trips',
+  'conventional',
+  'webhooks',
+  'memory',
+  'overdue',
+] as const;
 export type ScenarioGroup = (typeof SCENARIO_GROUPS)[number];
 
 export interface BenchOptions {

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,webhooks,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,conventional,webhooks,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -14,6 +14,7 @@ import { BenchReceiver } from './receiver.js';
 import { renderTable, type Row } from './report.js';
 import { RssSampler } from './rss.js';
 import { runBatchScenario } from './scenarios/batch.js';
+import { runConventionalScenarios } from './scenarios/conventional.js';
 import { runCrudScenarios } from './scenarios/crud.js';
 import { runMemorySoak } from './scenarios/memory.js';
 import { runMongoTripScenarios } from './scenarios/mongo-trips.js';
@@ -54,7 +55,7 @@ async function dropEventBacklog(stack: Stack): Promise<void> {
 
 /** Top self-time functions of each profiled process's main thread (thread id 0 in the file name). */
 function printProfiles(outDir: string): void {
-  for (const name of ['web', 'baseline', 'worker', 'mongo']) {
+  for (const name of ['web', 'baseline', 'conventional', 'web-info', 'worker', 'mongo']) {
     const dir = join(outDir, name);
     if (!existsSync(dir)) continue;
     for (const file of readdirSync(dir).filter((entry) => /\.\d+\.0\.\d+\.cpuprofile$/.test(entry))) {
@@ -98,6 +99,7 @@ async function main(): Promise<void> {
   if (groups.has('batch')) rows.push(...(await runBatchScenario(context)));
   if (groups.has('overhead')) rows.push(...(await runOverheadScenarios(context)));
   if (groups.has('trips')) rows.push(...(await runMongoTripScenarios(context)));
+  if (groups.has('conventional')) rows.push(...(await runConventionalScenarios(context)));
   console.log(`request scenarios done ${elapsed()}`);
   if (groups.has('webhooks') || groups.has('memory')) {
     // The worker starts only now: on this 2-core machine it would otherwise compete with the web

@@ -1,0 +1,85 @@
+// Ours against what a user would build instead (bench/conventional-server.ts): the same routes from
+// stock parts. Target: at least its throughput and at most its CPU per request, in the same run.
+import { must } from '../../src/shared/must.js';
+import { compare, type Comparison, type LoadTarget } from '../load.js';
+import { comparisonRow, type Row } from '../report.js';
+import { compareSettings, json, type BenchContext } from './context.js';
+
+const MIN_RATIO = 1.0;
+
+/** The comparison row, judged on throughput and on the serving process's CPU time per request. */
+function conventionalRow(scenario: string, comparison: Comparison, note: string): Row {
+  const row = comparisonRow(scenario, comparison, MIN_RATIO, note);
+  const ours = comparison.ours.serverCpuMs;
+  const theirs = comparison.baseline.serverCpuMs;
+  const cpuOk = ours !== undefined && theirs !== undefined && ours <= theirs;
+  return {
+    ...row,
+    target: `ratio ≥ ${MIN_RATIO} and CPU/request ≤ its`,
+    value: `${row.value} (CPU ${ours?.toFixed(3) ?? '?'} vs ${theirs?.toFixed(3) ?? '?'} ms/req)`,
+    pass: row.pass === true && cpuOk,
+  };
+}
+
+export async function runConventionalScenarios(context: BenchContext): Promise<Row[]> {
+  const { stack, seeded, options } = context;
+  const settings = compareSettings(options);
+  const tenant = seeded.crud;
+  console.log('Against the conventional stack (bench/conventional-server.ts)');
+  const conventional = await stack.startBenchServer('conventional', 'bench/conventional-server.ts', '/healthz');
+  // Ours as it runs by default too: LOG_LEVEL=info, one log line per request (the conventional
+  // server's default logger writes two); the other scenarios' web process logs warnings only.
+  const web = await stack.startExtraWeb('web-info', { LOG_LEVEL: 'info' });
+  const target =
+    (url: string, server: string) =>
+    (extra: Omit<LoadTarget, 'url' | 'server' | 'headers'>): LoadTarget => ({
+      url,
+      server,
+      headers: { 'x-api-key': tenant.key, ...json },
+      ...extra,
+    });
+  const ours = target(web.url, 'web-info');
+  const theirs = target(conventional.url, 'conventional');
+  /** Cycles through the seeded items, one per request, so no single document is hot. */
+  const rotatingItems = () => {
+    let next = 0;
+    return [
+      {
+        setupRequest: (request: object) => ({
+          ...request,
+          path: `/v1/ext/items/${must(seeded.itemIds[next++ % seeded.itemIds.length], 'a seeded id')}`,
+        }),
+      },
+    ];
+  };
+  const taskBody = JSON.stringify({ title: 'Call back about the renewal', due_at: '2031-01-15T09:30:00Z' });
+  const routes: Array<{ scenario: string; load: Omit<LoadTarget, 'url' | 'server' | 'headers'>; note: string }> = [
+    {
+      scenario: 'vs conventional: GET /v1/ext/pipelines/{id} (fixed overhead)',
+      load: { requests: [{ path: `/v1/ext/pipelines/${tenant.pipelineId}` }] },
+      note: 'Conventional: auth from an in-process map, @fastify/rate-limit (Redis store), zod params and response validation, default logger; the pipeline from an in-process map (ours: the announced cache), no MongoDB I/O on either side.',
+    },
+    {
+      scenario: 'vs conventional: GET /v1/ext/items/{id}',
+      load: { requests: rotatingItems() },
+      note: 'Both: one findOne of the item, its pipeline from memory, the response validated and serialized.',
+    },
+    {
+      scenario: 'vs conventional: POST /v1/ext/tasks',
+      load: { method: 'POST', body: taskBody, requests: [{ method: 'POST', path: '/v1/ext/tasks', body: taskBody }] },
+      note: "Conventional: zod body validation, an insertOne of the task and one of its event record, then a BullMQ Queue.add of the event, per request. Ours: one insertOne with the event in the task's outbox; after the response the events of each 25 ms are recorded in `events`, published to both event queues (one Redis round trip) and cleared together; ours also sends an ETag.",
+    },
+  ];
+  const rows: Row[] = [];
+  for (const route of routes) {
+    const comparison = await compare(
+      route.scenario,
+      () => ours(route.load),
+      () => theirs(route.load),
+      settings,
+    );
+    rows.push(conventionalRow(route.scenario, comparison, route.note));
+  }
+  await Promise.all([stack.children.stop(conventional.child), stack.children.stop(web.child)]);
+  return rows;
+}
