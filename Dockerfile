@@ -19,5 +19,6 @@ USER node
 EXPOSE 3000
 # node itself receives SIGTERM (exec form, no npm or shell in between) and drains before exiting.
 # Run under an init for signal forwarding and zombie reaping: `docker run --init`, or `init: true` in compose.
-# The worker image is the same with `node dist/workers/main.js` as its command.
-CMD ["node", "dist/src/server.js"]
+# The worker image is the same with `node --import ./dist/src/telemetry/preload.js dist/workers/main.js`
+# as its command. The preload starts OpenTelemetry only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+CMD ["node", "--import", "./dist/src/telemetry/preload.js", "dist/src/server.js"]

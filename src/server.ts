@@ -6,6 +6,7 @@ import { countMongoCommands } from './shared/mongo-commands.js';
 import { connectMongo } from './shared/mongo.js';
 import { createRequestPathRedis } from './shared/redis.js';
 import { exitOnStartupFailure, listenError, untilReachable } from './shared/startup.js';
+import { shutdownTracing } from './telemetry/state.js';
 import { startWeb } from './web.js';
 
 // `npm start`: the web process only. Workers run as separate processes (`npm run worker`).
@@ -50,4 +51,5 @@ stop = async () => {
   await publisher.close();
   redis.disconnect();
   await mongo.client.close();
+  await shutdownTracing(); // exports the spans still buffered
 };

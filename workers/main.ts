@@ -4,6 +4,7 @@ import { createLogger } from '../src/shared/logger.js';
 import { connectMongo, pingMongo } from '../src/shared/mongo.js';
 import { createRequestPathRedis, isRedisReady, pingRedisOnce } from '../src/shared/redis.js';
 import { exitOnStartupFailure, listenError, untilReachable } from '../src/shared/startup.js';
+import { shutdownTracing } from '../src/telemetry/state.js';
 import { startMetricsServer } from './metrics-server.js';
 import { startWorkers, type RunningWorkers } from './start.js';
 import type { Db } from 'mongodb';
@@ -62,4 +63,5 @@ logger.info({ roles: config.WORKERS }, 'worker process ready');
 stop = async () => {
   await workers?.close();
   await mongo.client.close();
+  await shutdownTracing(); // exports the spans still buffered
 };

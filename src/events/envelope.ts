@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { newId } from '../shared/ids.js';
+import { currentTraceContext, type EventTraceContext } from '../telemetry/events.js';
 
 export const EVENT_TYPES = [
   'task.created',
@@ -18,8 +19,12 @@ export type TaskEventType = (typeof TASK_EVENT_TYPES)[number];
 
 export type Changes = Record<string, { from: unknown; to: unknown }>;
 
-/** The envelope every consumer (automations, hooks) receives (DECISIONS.md section 9). */
-export interface EventEnvelope {
+/**
+ * The envelope every consumer (automations, hooks) receives (DECISIONS.md section 9). `depth` and the
+ * trace context (`traceparent`, `tracestate`: where the event was recorded, when tracing) are internal:
+ * publicEnvelope drops them from what receivers and the feed get.
+ */
+export interface EventEnvelope extends EventTraceContext {
   event_id: string;
   type: EventType;
   company_id: string;
@@ -55,7 +60,16 @@ export function buildEvent(
     data,
     ...(options.changes ? { changes: options.changes } : {}),
     ...(options.depth ? { depth: options.depth } : {}),
+    ...currentTraceContext(),
   };
+}
+
+/** The envelope as receivers and the feed get it: without the internal `depth` and trace context. */
+export type PublicEnvelope = Omit<EventEnvelope, 'depth' | 'traceparent' | 'tracestate'>;
+
+export function publicEnvelope(event: EventEnvelope): PublicEnvelope {
+  const { depth: _depth, traceparent: _traceparent, tracestate: _tracestate, ...envelope } = event;
+  return envelope;
 }
 
 /** Field-by-field differences between two API shapes, for `changes` (only fields that differ). */

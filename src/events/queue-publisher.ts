@@ -1,6 +1,7 @@
 import { Coalescer } from '../shared/coalesce.js';
 import { createEventProducer, publishEvents, type QueueSettings } from '../shared/queues.js';
 import { withTimeout } from '../shared/time.js';
+import { inPublishSpan } from '../telemetry/events.js';
 import { clearPublished, eventBytes } from './outbox.js';
 import { EVENT_CONSUMERS, EventsRepository, type EventConsumer } from './repository.js';
 import type { Logger } from '../shared/logger.js';
@@ -89,6 +90,14 @@ export class QueueEventPublisher implements EventPublisher {
     documents: Array<{ documentId: string; companyId?: string; events: EventEnvelope[] }>,
   ): Promise<boolean> {
     const events = documents.flatMap((document) => document.events);
+    return inPublishSpan(events, () => this.moveAndQueue(collection, documents, events));
+  }
+
+  private async moveAndQueue(
+    collection: OutboxCollection,
+    documents: Array<{ documentId: string; companyId?: string; events: EventEnvelope[] }>,
+    events: EventEnvelope[],
+  ): Promise<boolean> {
     const connected = this.isConnected();
     await this.eventStore.record(events, { queued: connected });
     const queued = connected && (await this.enqueue(events.map((event) => ({ event, consumers: EVENT_CONSUMERS }))));

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampQuery } from '../shared/time.js';
-import { EVENT_TYPES, eventEnvelopeSchema, type EventEnvelope, type EventType } from './envelope.js';
+import { EVENT_TYPES, eventEnvelopeSchema, publicEnvelope, type EventEnvelope, type EventType, type PublicEnvelope } from './envelope.js';
 
 const example = {
   event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',
@@ -71,10 +71,9 @@ export const listEventsQuery = z
   });
 
 export type ListEventsQuery = z.infer<typeof listEventsQuery>;
-export type FeedEvent = Omit<EventEnvelope, 'depth'>;
+export type FeedEvent = PublicEnvelope;
 
-/** The one mapping from a stored event to the feed's shape: the webhook body (no internal `depth`). */
+/** The one mapping from a stored event to the feed's shape: the webhook body (no internal fields). */
 export function toFeedEvent(event: EventEnvelope): FeedEvent {
-  const { depth: _depth, ...envelope } = event;
-  return envelope;
+  return publicEnvelope(event);
 }

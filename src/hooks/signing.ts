@@ -1,15 +1,14 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import type { EventEnvelope } from '../events/envelope.js';
+import { publicEnvelope, type EventEnvelope } from '../events/envelope.js';
 
 /** `whsec_` + base64 of 24 random bytes: the Standard Webhooks secret format receivers' libraries accept. */
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
-/** What a receiver gets: the envelope without internal bookkeeping (`depth` only bounds automation chains). */
+/** What a receiver gets: the envelope without internal bookkeeping (automation `depth`, trace context). */
 export function webhookBody(event: EventEnvelope): string {
-  const { depth: _depth, ...payload } = event;
-  return JSON.stringify(payload);
+  return JSON.stringify(publicEnvelope(event));
 }
 
 /**

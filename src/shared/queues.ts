@@ -7,6 +7,8 @@ import {
   type JobsOptions,
   type WorkerOptions,
 } from 'bullmq';
+import { jobTraceMetadata } from '../telemetry/events.js';
+import { queueTelemetry } from '../telemetry/state.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { Logger } from './logger.js';
 
@@ -65,6 +67,7 @@ export function createQueue<N extends QueueName>(
     prefix: settings.prefix,
     defaultJobOptions: DEFAULT_JOB_OPTIONS,
     skipVersionCheck: true,
+    telemetry: queueTelemetry(),
   });
 }
 
@@ -85,6 +88,8 @@ export function startWorker<N extends QueueName>(
     // Every processor is idempotent (effects once per event or delivery), so a job whose worker died is
     // safe to run again; BullMQ's default of 1 fails a job for good when a crash and an outage come close together.
     maxStalledCount: 5,
+    // Each job runs in a `process` span continuing the trace its producer put in the job (when tracing).
+    telemetry: queueTelemetry(),
     ...options,
   });
   const logger = settings.logger;
@@ -113,7 +118,12 @@ export function startWorker<N extends QueueName>(
  */
 export function createEventProducer(settings: QueueSettings): FlowProducer {
   // No version check, for the same reason as createQueue: it runs on the web's request-path connection.
-  return new FlowProducer({ connection: settings.connection, prefix: settings.prefix, skipVersionCheck: true });
+  return new FlowProducer({
+    connection: settings.connection,
+    prefix: settings.prefix,
+    skipVersionCheck: true,
+    telemetry: queueTelemetry(),
+  });
 }
 
 /** Job name of an event added again (relay of unqueued events, reconciler): its consumers check MongoDB first. */
@@ -131,12 +141,16 @@ export async function publishEvents(
   await producer.addBulk(
     events.flatMap(({ event, consumers }) =>
       // A FlowProducer does not apply a queue's defaults; each job carries them.
-      consumers.map((queueName) => ({
-        name: options.republished ? REPUBLISHED_JOB : event.type,
-        queueName,
-        data: event,
-        opts: { ...DEFAULT_JOB_OPTIONS, jobId: event.event_id },
-      })),
+      consumers.map((queueName) => {
+        // Each job continues its own event's trace, whichever traces the batch mixes.
+        const metadata = jobTraceMetadata(event);
+        return {
+          name: options.republished ? REPUBLISHED_JOB : event.type,
+          queueName,
+          data: event,
+          opts: { ...DEFAULT_JOB_OPTIONS, jobId: event.event_id, ...(metadata ? { telemetry: { metadata } } : {}) },
+        };
+      }),
     ),
   );
 }

@@ -3,6 +3,8 @@ import semver from 'semver';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 
+/** OpenTelemetry's preload (src/telemetry/preload.ts): before the entry point, so instrumentation sees every import. */
+const PRELOAD = './dist/src/telemetry/preload.js';
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 
 // No Docker engine runs on the build machines, so `docker compose config` cannot; these checks hold the
@@ -11,8 +13,8 @@ describe('deployment files', () => {
   it('docker-compose.yml runs node directly under an init, and persists Redis', () => {
     const compose = parse(read('docker-compose.yml'), { merge: true });
     expect(Object.keys(compose.services).sort()).toEqual(['mongo', 'redis', 'web', 'worker']);
-    expect(compose.services.web.command).toEqual(['node', 'dist/src/server.js']);
-    expect(compose.services.worker.command).toEqual(['node', 'dist/workers/main.js']);
+    expect(compose.services.web.command).toEqual(['node', '--import', PRELOAD, 'dist/src/server.js']);
+    expect(compose.services.worker.command).toEqual(['node', '--import', PRELOAD, 'dist/workers/main.js']);
     for (const service of ['web', 'worker']) {
       expect(compose.services[service].build).toBe('.');
       expect(compose.services[service].init).toBe(true);
@@ -34,7 +36,7 @@ describe('deployment files', () => {
     expect(dockerfile).toMatch(/npm ci --omit=dev/);
     expect(dockerfile).toMatch(/^USER (?!root)\w+/m);
     expect(dockerfile).toMatch(/COPY --from=build/);
-    expect(dockerfile).toMatch(/^CMD \["node", "dist\/src\/server\.js"\]$/m);
+    expect(dockerfile).toMatch(/^CMD \["node", "--import", "\.\/dist\/src\/telemetry\/preload\.js", "dist\/src\/server\.js"\]$/m);
   });
 
   it('every locked dependency installs on each Node line the engines field admits', () => {

@@ -1,0 +1,124 @@
+import { register } from 'node:module';
+import { FastifyOtelInstrumentation } from '@fastify/otel';
+import { SpanKind, trace, type Attributes, type Context, type Link } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
+import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { NodeSDK, tracing } from '@opentelemetry/sdk-node';
+import { BullMQOtel } from 'bullmq-otel';
+import { createAddHookMessageChannel } from 'import-in-the-middle';
+import { markTracingStarted } from './state.js';
+
+/** service.name unless OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) says otherwise. */
+export function serviceNameFor(entryScript: string): string {
+  return /workers[\\/]main\.[jt]s$/.test(entryScript) ? 'pipeline-records-worker' : 'pipeline-records-web';
+}
+
+/**
+ * BullMQ traces its own housekeeping (each blocking fetch of the next job, stalled-job checks) as new
+ * traces, several a second per worker; they carry no request, so they are never recorded. Spans under
+ * a job, and everything else, follow the configured sampler.
+ */
+const BULLMQ_HOUSEKEEPING = /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|delay|pause|resume|close)\b/;
+
+class WithoutQueueHousekeeping implements tracing.Sampler {
+  constructor(private readonly sampler: tracing.Sampler) {}
+
+  shouldSample(
+    parent: Context,
+    traceId: string,
+    name: string,
+    kind: SpanKind,
+    attributes: Attributes,
+    links: Link[],
+  ): tracing.SamplingResult {
+    if (kind === SpanKind.INTERNAL && BULLMQ_HOUSEKEEPING.test(name) && !trace.getSpanContext(parent)) {
+      return { decision: tracing.SamplingDecision.NOT_RECORD };
+    }
+    return this.sampler.shouldSample(parent, traceId, name, kind, attributes, links);
+  }
+
+  toString(): string {
+    return `WithoutQueueHousekeeping{${this.sampler.toString()}}`;
+  }
+}
+
+/** OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG as the SDK reads them (default parentbased_always_on). */
+function samplerFromEnv(env: NodeJS.ProcessEnv): tracing.Sampler {
+  const ratio = () => {
+    const value = Number(env.OTEL_TRACES_SAMPLER_ARG);
+    return env.OTEL_TRACES_SAMPLER_ARG !== undefined && value >= 0 && value <= 1 ? value : 1;
+  };
+  switch (env.OTEL_TRACES_SAMPLER?.trim()) {
+    case 'always_on':
+      return new tracing.AlwaysOnSampler();
+    case 'always_off':
+      return new tracing.AlwaysOffSampler();
+    case 'traceidratio':
+      return new tracing.TraceIdRatioBasedSampler(ratio());
+    case 'parentbased_always_off':
+      return new tracing.ParentBasedSampler({ root: new tracing.AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new tracing.ParentBasedSampler({ root: new tracing.TraceIdRatioBasedSampler(ratio()) });
+    default:
+      return new tracing.ParentBasedSampler({ root: new tracing.AlwaysOnSampler() });
+  }
+}
+
+export interface TracingOptions {
+  /** Used when neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names the service. */
+  serviceName: string;
+  /** Tests pass an in-memory exporter's processor; by default OTLP over http/protobuf, batched (OTEL_BSP_*). */
+  spanProcessors?: tracing.SpanProcessor[];
+  /** Register the ESM import hook (the preload does; a test that already loaded modules may not). */
+  hookModules?: boolean;
+}
+
+/**
+ * Starts the OpenTelemetry Node SDK: traces only (OTEL_METRICS_EXPORTER and OTEL_LOGS_EXPORTER default
+ * to none here: Prometheus and pino already cover those), with the Fastify, MongoDB, ioredis and undici
+ * instrumentations and BullMQ's own telemetry. The standard OTEL_* variables configure the rest.
+ */
+export async function startTracing(options: TracingOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  let acknowledged: Promise<void> | undefined;
+  if (options.hookModules !== false) {
+    // ESM: import-in-the-middle wraps exactly the modules the instrumentations ask for.
+    const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel();
+    register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
+    acknowledged = waitForAllMessagesAcknowledged();
+  }
+  env.OTEL_METRICS_EXPORTER ??= 'none';
+  env.OTEL_LOGS_EXPORTER ??= 'none';
+  const named = Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(^|,)\s*service\.name=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+  const sdk = new NodeSDK({
+    ...(named ? {} : { serviceName: options.serviceName }),
+    sampler: new WithoutQueueHousekeeping(samplerFromEnv(env)),
+    // OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION are read by the exporter.
+    ...(options.spanProcessors ? { spanProcessors: options.spanProcessors } : { traceExporter: new OTLPTraceExporter() }),
+    instrumentations: [
+      // Request span per route (named "METHOD /route" below); no span per lifecycle hook (cost, noise).
+      new FastifyOtelInstrumentation({
+        registerOnInitialization: true,
+        instrumentHooks: false,
+        ignorePaths: (route) => ['/healthz', '/readyz', '/metrics'].includes(route.url ?? ''),
+        requestHook: (span, request) => {
+          const route = request.routeOptions.url;
+          if (route) span.updateName(`${request.method} ${route}`);
+        },
+      }),
+      // Only within a trace: the relay's and the workers' polling would otherwise be a trace each.
+      new MongoDBInstrumentation({ requireParentSpan: true }),
+      // Command names only: job data and cache entries hold tenants' records.
+      new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
+      // Webhook POSTs (undici), within their job's trace.
+      new UndiciInstrumentation({ requireParentforSpans: true }),
+    ],
+  });
+  sdk.start();
+  await acknowledged;
+  markTracingStarted({
+    queueTelemetry: new BullMQOtel('pipeline-records'),
+    shutdown: () => sdk.shutdown(),
+  });
+}

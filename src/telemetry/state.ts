@@ -1,0 +1,39 @@
+import type { Telemetry } from 'bullmq';
+
+/**
+ * Whether this process traces, shared by the preload that starts the SDK and the code that carries
+ * trace context through MongoDB and the queues. Without the SDK nothing here does anything, so the
+ * service pays nothing for tracing it does not do.
+ */
+interface Started {
+  queueTelemetry: Telemetry;
+  shutdown(): Promise<void>;
+}
+
+let started: Started | undefined;
+
+/** Tracing runs when an OTLP endpoint is configured and the SDK is not disabled (standard OTEL_* variables). */
+export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+}
+
+export function markTracingStarted(state: Started): void {
+  started = state;
+}
+
+export function tracingStarted(): boolean {
+  return started !== undefined;
+}
+
+/** BullMQ's telemetry (bullmq-otel) for queues, flow producers and workers; undefined when not tracing. */
+export function queueTelemetry(): Telemetry | undefined {
+  return started?.queueTelemetry;
+}
+
+/** Exports what is still buffered and stops the SDK (at shutdown); a no-op when not tracing. */
+export async function shutdownTracing(): Promise<void> {
+  const current = started;
+  started = undefined;
+  await current?.shutdown();
+}
