@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampQuery } from '../shared/time.js';
-import { EVENT_TYPES, eventEnvelopeSchema, publicEnvelope, type EventEnvelope, type EventType, type PublicEnvelope } from './envelope.js';
+import {
+  EVENT_TYPES,
+  eventEnvelopeSchema,
+  publicEnvelope,
+  type EventEnvelope,
+  type EventType,
+  type PublicEnvelope,
+} from './envelope.js';
 
 const example = {
   event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',

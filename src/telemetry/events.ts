@@ -48,7 +48,11 @@ export async function inPublishSpan<T>(events: EventTraceContext[], fn: () => Pr
     traceIds.size === 1 ? [] : contexts.slice(0, 32).map((stored) => ({ context: trace.getSpanContext(stored)! }));
   const span = tracer.startSpan(
     'outbox publish',
-    { kind: SpanKind.PRODUCER, links, attributes: { 'messaging.system': 'bullmq', 'messaging.batch.message_count': events.length } },
+    {
+      kind: SpanKind.PRODUCER,
+      links,
+      attributes: { 'messaging.system': 'bullmq', 'messaging.batch.message_count': events.length },
+    },
     parent,
   );
   try {

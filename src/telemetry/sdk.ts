@@ -20,7 +20,8 @@ export function serviceNameFor(entryScript: string): string {
  * traces, several a second per worker; they carry no request, so they are never recorded. Spans under
  * a job, and everything else, follow the configured sampler.
  */
-const BULLMQ_HOUSEKEEPING = /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|delay|pause|resume|close)\b/;
+const BULLMQ_HOUSEKEEPING =
+  /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|delay|pause|resume|close)\b/;
 
 class WithoutQueueHousekeeping implements tracing.Sampler {
   constructor(private readonly sampler: tracing.Sampler) {}
@@ -90,12 +91,15 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
   }
   env.OTEL_METRICS_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
-  const named = Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(^|,)\s*service\.name=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+  const named =
+    Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(^|,)\s*service\.name=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
   const sdk = new NodeSDK({
     ...(named ? {} : { serviceName: options.serviceName }),
     sampler: new WithoutQueueHousekeeping(samplerFromEnv(env)),
     // OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION are read by the exporter.
-    ...(options.spanProcessors ? { spanProcessors: options.spanProcessors } : { traceExporter: new OTLPTraceExporter() }),
+    ...(options.spanProcessors
+      ? { spanProcessors: options.spanProcessors }
+      : { traceExporter: new OTLPTraceExporter() }),
     instrumentations: [
       // Request span per route (named "METHOD /route" below); no span per lifecycle hook (cost, noise).
       new FastifyOtelInstrumentation({

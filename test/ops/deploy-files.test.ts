@@ -36,7 +36,9 @@ describe('deployment files', () => {
     expect(dockerfile).toMatch(/npm ci --omit=dev/);
     expect(dockerfile).toMatch(/^USER (?!root)\w+/m);
     expect(dockerfile).toMatch(/COPY --from=build/);
-    expect(dockerfile).toMatch(/^CMD \["node", "--import", "\.\/dist\/src\/telemetry\/preload\.js", "dist\/src\/server\.js"\]$/m);
+    expect(dockerfile).toMatch(
+      /^CMD \["node", "--import", "\.\/dist\/src\/telemetry\/preload\.js", "dist\/src\/server\.js"\]$/m,
+    );
   });
 
   it('every locked dependency installs on each Node line the engines field admits', () => {

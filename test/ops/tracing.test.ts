@@ -1,0 +1,174 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { SpanKind } from '@opentelemetry/api';
+import { tracing } from '@opentelemetry/sdk-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTracing } from '../../src/telemetry/sdk.js';
+import { REPO_ROOT } from '../helpers/compiled.js';
+import { waitFor } from '../helpers/wait.js';
+import type { TestApp } from '../helpers/app.js';
+import type { Receiver as ReceiverType } from '../hooks/receiver.js';
+
+// The SDK starts before the app's modules load (as the --import preload does in production), with an
+// in-memory exporter; web, relay and worker roles run in this process but hand the trace on only
+// through what they store: the trace context in the outbox and `events`, and the job's telemetry metadata.
+const exporter = new tracing.InMemorySpanExporter();
+await startTracing({
+  serviceName: 'pipeline-records-test',
+  spanProcessors: [new tracing.SimpleSpanProcessor(exporter)],
+});
+const { buildTestApp, startTestWorkers } = await import('../helpers/app.js');
+const { createTenant, ext } = await import('../helpers/fixtures.js');
+const { Receiver } = await import('../hooks/receiver.js');
+
+type Span = tracing.ReadableSpan;
+
+let t: TestApp;
+let workers: { close(): Promise<void> };
+let inbox: ReceiverType;
+beforeAll(async () => {
+  // No fast-path publisher: the web process only records the event, the relay role publishes it.
+  t = await buildTestApp({ RATE_LIMIT_MAX: '100000' });
+  workers = await startTestWorkers(t.config, t.db, ['relay', 'automations', 'hooks']);
+  inbox = await Receiver.start();
+});
+afterAll(async () => {
+  await workers?.close();
+  await t?.close();
+  await inbox?.close();
+});
+
+const parentOf = (span: Span) => span.parentSpanContext?.spanId;
+
+/** The span's ancestors, nearest first, within the spans exported so far. */
+function ancestry(span: Span, spans: Span[]): Span[] {
+  const chain: Span[] = [];
+  for (let at = span; ;) {
+    const parent = spans.find((candidate) => candidate.spanContext().spanId === parentOf(at));
+    if (!parent) return chain;
+    chain.push(parent);
+    at = parent;
+  }
+}
+
+describe('one trace from the request to the webhook delivery', () => {
+  it('follows a task creation through the outbox, the relay, the queue and the worker to the POST', async () => {
+    const tenant = await createTenant(t.app);
+    const hook = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' });
+    expect(hook.statusCode, hook.body).toBe(201);
+
+    // The caller's own trace: everything below must continue it.
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const callerSpanId = '00f067aa0ba902b7';
+    const created = await ext(
+      t.app,
+      tenant.key,
+      'POST',
+      '/tasks',
+      { title: 'Call back', due_at: '2026-11-22T09:30:00Z' },
+      { traceparent: `00-${traceId}-${callerSpanId}-01` },
+    );
+    expect(created.statusCode, created.body).toBe(201);
+
+    // The whole chain has ended: the delivery POST and the fan-out job around it.
+    const inTrace = () => exporter.getFinishedSpans().filter((span) => span.spanContext().traceId === traceId);
+    const ended = await waitFor(() => {
+      const spans = inTrace();
+      const fanOut = spans.find((span) => span.name === 'process hook-fanout');
+      const post = spans.find((span) => span.kind === SpanKind.CLIENT && span.name === 'POST');
+      return fanOut && post ? spans : undefined;
+    }, 20_000);
+    expect(
+      ended,
+      `spans of ${traceId}: ${inTrace()
+        .map((span) => span.name)
+        .join(', ')}`,
+    ).toBeDefined();
+    const spans = ended!;
+    const one = (predicate: (span: Span) => boolean, what: string) => {
+      const found = spans.filter(predicate);
+      expect(found, `${what} among ${spans.map((span) => span.name).join(', ')}`).toHaveLength(1);
+      return found[0]!;
+    };
+
+    // Web: the request span continues the caller's span, and its MongoDB write is inside it.
+    const request = one((span) => span.name === 'POST /v1/ext/tasks', 'the request span');
+    expect(request.kind).toBe(SpanKind.SERVER);
+    expect(parentOf(request)).toBe(callerSpanId);
+    expect(request.attributes['http.response.status_code']).toBe(201);
+    const dbSystem = (span: Span) => span.attributes['db.system.name'] ?? span.attributes['db.system'];
+    const inRequest = spans.filter((span) => ancestry(span, spans).includes(request));
+    expect(inRequest.filter((span) => dbSystem(span) === 'mongodb').map((span) => span.name)).toContain('insert tasks');
+    expect(inRequest.some((span) => dbSystem(span) === 'redis')).toBe(true); // the rate limit's script
+
+    // Relay: moves the event out of the outbox and queues it, in the request's trace.
+    const publish = one((span) => span.name === 'outbox publish', 'the relay publish span');
+    expect(publish.kind).toBe(SpanKind.PRODUCER);
+    expect(ancestry(publish, spans)).toContain(request);
+    const queued = spans.filter((span) => span.name.startsWith('addNode') && parentOf(span) !== undefined);
+    expect(queued.map((span) => span.name).sort()).toEqual(['addNode automations', 'addNode hook-fanout']);
+    for (const span of queued) expect(ancestry(span, spans)).toContain(publish);
+
+    // Worker: each consumer's job runs in a span whose parent is the publish span (through the job's metadata).
+    const fanOut = one((span) => span.name === 'process hook-fanout', 'the fan-out job span');
+    expect(fanOut.kind).toBe(SpanKind.CONSUMER);
+    expect(parentOf(fanOut)).toBe(publish.spanContext().spanId);
+    const automations = one((span) => span.name === 'process automations', 'the automations job span');
+    expect(parentOf(automations)).toBe(publish.spanContext().spanId);
+
+    // Delivery: the POST to the receiver is a client span of the fan-out job.
+    const post = one((span) => span.kind === SpanKind.CLIENT && span.name === 'POST', 'the delivery POST');
+    expect(parentOf(post)).toBe(fanOut.spanContext().spanId);
+    expect(post.attributes['url.full']).toBe(inbox.url());
+    expect(post.attributes['http.response.status_code']).toBe(200);
+    expect(post.resource.attributes['service.name']).toBe('pipeline-records-test');
+
+    // The receiver's payload is the fixed contract: no trace context in it (the standard header carries it).
+    const [delivered] = inbox.requests;
+    expect(Object.keys(JSON.parse(delivered!.body)).sort()).toEqual([
+      'company_id',
+      'data',
+      'event_id',
+      'occurred_at',
+      'type',
+    ]);
+    expect(delivered!.headers.traceparent).toBe(`00-${traceId}-${post.spanContext().spanId}-01`);
+    // ...while the stored event keeps it, so any later mover (reconciliation) continues the trace.
+    const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
+    expect(stored?.event.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+  });
+});
+
+describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
+  const run = promisify(execFile);
+  /** What the preload left behind in a fresh process: whether it started, and what it registered globally. */
+  async function preloadOutcome(env: Record<string, string>) {
+    const probe = `
+      const { tracingStarted } = await import('./src/telemetry/state.js');
+      const registered = globalThis[Symbol.for('opentelemetry.js.api.1')] ?? {};
+      console.log(JSON.stringify({ started: tracingStarted(), registered: Object.keys(registered).filter((key) => key !== 'version').sort() }));`;
+    const { stdout } = await run(
+      process.execPath,
+      ['--import', 'tsx', '--import', './src/telemetry/preload.ts', '--input-type=module', '-e', probe],
+      { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '', ...env } },
+    );
+    return JSON.parse(stdout.trim().split('\n').at(-1)!) as { started: boolean; registered: string[] };
+  }
+
+  it('starts nothing: no SDK, no global tracer, propagator or context manager', async () => {
+    expect(await preloadOutcome({})).toEqual({ started: false, registered: [] });
+    expect(await preloadOutcome({ OTEL_EXPORTER_OTLP_ENDPOINT: '' })).toEqual({ started: false, registered: [] });
+  });
+
+  it('starts the SDK when it is set (and not disabled)', async () => {
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' };
+    expect(await preloadOutcome(endpoint)).toEqual({
+      started: true,
+      registered: ['context', 'propagation', 'trace'],
+    });
+    expect(await preloadOutcome({ ...endpoint, OTEL_SDK_DISABLED: 'true' })).toEqual({
+      started: false,
+      registered: [],
+    });
+  });
+});
