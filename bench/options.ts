@@ -8,6 +8,7 @@ export const SCENARIO_GROUPS = [
   'overhead',
   'trips',
   'conventional',
+  'tracing',
   'webhooks',
   'memory',
   'overdue',

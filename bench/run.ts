@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,conventional,webhooks,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,conventional,tracing,webhooks,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -20,6 +20,7 @@ import { runMemorySoak } from './scenarios/memory.js';
 import { runMongoTripScenarios } from './scenarios/mongo-trips.js';
 import { runOverdueBench } from './scenarios/overdue.js';
 import { runOverheadScenarios } from './scenarios/overhead.js';
+import { runTracingScenario } from './scenarios/tracing.js';
 import { runWebhookScenarios } from './scenarios/webhooks.js';
 import { seed } from './seed.js';
 import { startStack, type Stack } from './stack.js';
@@ -100,6 +101,7 @@ async function main(): Promise<void> {
   if (groups.has('overhead')) rows.push(...(await runOverheadScenarios(context)));
   if (groups.has('trips')) rows.push(...(await runMongoTripScenarios(context)));
   if (groups.has('conventional')) rows.push(...(await runConventionalScenarios(context)));
+  if (groups.has('tracing')) rows.push(...(await runTracingScenario(context)));
   console.log(`request scenarios done ${elapsed()}`);
   if (groups.has('webhooks') || groups.has('memory')) {
     // The worker starts only now: on this 2-core machine it would otherwise compete with the web

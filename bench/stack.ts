@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
 import { freePort, PrivateRedisServer } from '../src/dev/redis-server.js';
-import { waitForHttp, waitForLine } from './children.js';
+import { compiled, waitForHttp, waitForLine } from './children.js';
 import { cpuMeter } from './cpu.js';
 import type { Children } from './children.js';
 import type { BenchOptions } from './options.js';
@@ -67,6 +67,9 @@ export function profileArgs(options: BenchOptions, name: string): string[] {
 /** Webhooks sent at once by our worker and by the bare baseline worker alike (the service's default). */
 export const HOOK_CONCURRENCY = 50;
 
+/** The OpenTelemetry preload every process starts with, as in production (it does nothing unless configured). */
+const preload = () => ['--import', compiled('src/telemetry/preload.ts')];
+
 export async function startStack(options: BenchOptions, children: Children): Promise<Stack> {
   const standin = process.env.MONGO_URL ? undefined : await startStandin(children, profileArgs(options, 'mongo'));
   const mongoUrl = process.env.MONGO_URL ?? standin!.url;
@@ -113,7 +116,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
         RATE_LIMIT_MAX: '1000000000',
         ...env,
       },
-      { stdout: log(name), nodeArgs: profileArgs(options, name) },
+      { stdout: log(name), nodeArgs: [...profileArgs(options, name), ...preload()] },
     );
     return { url: `http://127.0.0.1:${port}`, child };
   };
@@ -176,7 +179,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
           WORKERS: 'hooks,relay',
           METRICS_PORT: String(metricsPort),
         },
-        { stdout: log('worker'), nodeArgs: profileArgs(options, 'worker') },
+        { stdout: log('worker'), nodeArgs: [...profileArgs(options, 'worker'), ...preload()] },
       );
       await waitForHttp(`http://127.0.0.1:${metricsPort}/metrics`, worker, 60_000);
       stack.worker = worker;

@@ -138,6 +138,15 @@ const envSchema = z.object({
   KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(5_000),
   /** How long a worker owns a job before another may take it over (BullMQ lockDuration); stalled jobs recover after about this long. */
   JOB_LOCK_MS: z.coerce.number().int().min(1_000).default(30_000),
+  /**
+   * Tracing (src/telemetry): the --import preload starts OpenTelemetry when either is set, before this
+   * schema is read; checked here so that a malformed URL stops the process with one line rather than
+   * every export failing silently. The SDK reads them (and the other OTEL_* variables) itself.
+   */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' }).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
+    .url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })
+    .optional(),
 });
 
 export type Config = z.infer<typeof envSchema>;

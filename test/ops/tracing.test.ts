@@ -101,6 +101,11 @@ describe('one trace from the request to the webhook delivery', () => {
     expect(inRequest.filter((span) => dbSystem(span) === 'mongodb').map((span) => span.name)).toContain('insert tasks');
     expect(inRequest.some((span) => dbSystem(span) === 'redis')).toBe(true); // the rate limit's script
 
+    // BullMQ's housekeeping (each blocking fetch of the next job) is never recorded, in any trace.
+    expect(exporter.getFinishedSpans().filter((span) => /^getNextJob|^moveStalledJobsToWait/.test(span.name))).toEqual(
+      [],
+    );
+
     // Relay: moves the event out of the outbox and queues it, in the request's trace.
     const publish = one((span) => span.name === 'outbox publish', 'the relay publish span');
     expect(publish.kind).toBe(SpanKind.PRODUCER);
@@ -136,6 +141,18 @@ describe('one trace from the request to the webhook delivery', () => {
     // ...while the stored event keeps it, so any later mover (reconciliation) continues the trace.
     const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
     expect(stored?.event.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+  });
+});
+
+describe('tracing configuration', () => {
+  it('refuses a malformed OTLP endpoint at start with one line', async () => {
+    const { loadConfig } = await import('../../src/config.js');
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' })).toThrow(
+      'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT: expected an http:// or https:// URL',
+    );
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).OTEL_EXPORTER_OTLP_ENDPOINT).toBe(
+      'http://collector:4318',
+    );
   });
 });
 
