@@ -94,6 +94,6 @@ export function parseOptions(argv: string[]): BenchOptions {
     profile: flags.get('profile') === 'true',
     groups,
     outDir,
-    deadlineSeconds: (quick ? 170 : 1_500) + (flags.has('soak') ? Number(flags.get('soak')) : 0),
+    deadlineSeconds: (quick ? 260 : 1_800) + (flags.has('soak') ? Number(flags.get('soak')) : 0),
   };
 }
