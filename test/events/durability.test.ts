@@ -32,6 +32,8 @@ async function volatileStack(overrides: Record<string, string> = {}) {
   // A loaded test machine answers slower than the request path's 1 s command timeout allows.
   const redis = createRequestPathRedis(redisServer.url, { commandTimeout: 10_000 });
   redis.on('error', () => {});
+  // The publisher takes events only on a ready connection (else they wait for the relay): connect first.
+  await waitFor(() => redis.status === 'ready', 10_000);
   const publisher = new QueueEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent);
   const app: App = await buildApp({ config: env.config, db: env.db, redis, publisher, logger: silent });
   const receiver = await Receiver.start();
