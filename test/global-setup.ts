@@ -13,7 +13,12 @@ declare module 'vitest' {
 
 /** One MongoDB and one private Redis for the whole run; each test file isolates itself by database name and queue prefix. */
 export default async function setup(project: TestProject) {
-  const mongo = await startEmbeddedMongo({ quiet: true });
+  // Unsorted reads come back in a random order, so a test or product path that depends on an order MongoDB does not
+  // promise fails here rather than in production (MONGO_STANDIN_SHUFFLE=0 turns it off to tell a flake from a bug).
+  const mongo = await startEmbeddedMongo({
+    quiet: true,
+    standin: { shuffleUnsorted: process.env.MONGO_STANDIN_SHUFFLE !== '0' },
+  });
   let redis: PrivateRedisServer | LocalRedisCluster | undefined;
   let redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   // `npm run test:cluster` sets TEST_REDIS=cluster: a local 3-master Redis Cluster instead of one node.

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { startMongoStandin } from './mongo-standin/index.js';
+import { type MongoStandinOptions, startMongoStandin } from './mongo-standin/index.js';
 
 export type MongoBackend = 'external' | 'memory-server' | 'standin';
 
@@ -102,8 +102,12 @@ async function startMemoryServer(env: NodeJS.ProcessEnv, timeoutMs: number, port
 
 class MongodUnavailable extends Error {}
 
-async function startStandin(quiet: boolean, port: number | undefined, why?: string): Promise<EmbeddedMongo> {
-  const standin = await startMongoStandin({ port: port ?? 0, quiet });
+async function startStandin(options: EmbeddedMongoOptions, why?: string): Promise<EmbeddedMongo> {
+  const standin = await startMongoStandin({
+    ...options.standin,
+    port: options.port ?? 0,
+    quiet: options.quiet ?? false,
+  });
   return {
     url: standin.uri,
     kind: 'standin',
@@ -121,6 +125,8 @@ export interface EmbeddedMongoOptions {
   downloadTimeoutMs?: number;
   /** Port of the embedded server (memory-server or stand-in); default a free one. */
   port?: number;
+  /** Behaviour of the stand-in when it is the one started (tests: shuffleUnsorted, interleaveUpserts). */
+  standin?: Pick<MongoStandinOptions, 'shuffleUnsorted' | 'interleaveUpserts' | 'ttlMonitorSleepSecs'>;
 }
 
 /**
@@ -135,11 +141,11 @@ export async function startEmbeddedMongo(options: EmbeddedMongoOptions = {}): Pr
     if (!url) throw new Error('MONGO_BACKEND=external needs MONGO_URL');
     return { url, kind: 'external', description: 'MongoDB: external (MONGO_URL)', stop: async () => {} };
   }
-  if (backend === 'standin') return startStandin(options.quiet ?? false, options.port, 'MONGO_BACKEND=standin');
+  if (backend === 'standin') return startStandin(options, 'MONGO_BACKEND=standin');
   try {
     return await startMemoryServer(env, options.downloadTimeoutMs ?? DOWNLOAD_TIMEOUT_MS, options.port);
   } catch (e) {
     if (backend === 'memory-server' || !(e instanceof MongodUnavailable)) throw e;
-    return startStandin(options.quiet ?? false, options.port, e.message);
+    return startStandin(options, e.message);
   }
 }

@@ -17,6 +17,11 @@ export interface MongoStandinOptions {
    * concurrent upserts can collide (tests of duplicate-key retries). Off by default: each command runs alone.
    */
   interleaveUpserts?: boolean;
+  /**
+   * Answer every find, aggregate and single-document write that has no sort in a random order, so code that depends
+   * on an order MongoDB does not promise fails in tests instead of in production. Off by default.
+   */
+  shuffleUnsorted?: boolean;
 }
 
 export interface MongoStandin {
@@ -30,6 +35,7 @@ export async function startMongoStandin(opts: MongoStandinOptions = {}): Promise
   const server = new StandinServer({
     ttlMonitorSleepSecs: opts.ttlMonitorSleepSecs,
     interleaveUpserts: opts.interleaveUpserts,
+    shuffleUnsorted: opts.shuffleUnsorted,
   });
   const port = await server.listen(opts.port ?? 0, host);
   if (!opts.quiet) {

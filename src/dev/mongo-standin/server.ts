@@ -29,6 +29,8 @@ export interface StandinServerOptions {
   ttlMonitorSleepSecs?: number;
   /** Yield to other connections between an upsert's failed match and its insert, as MongoDB may. */
   interleaveUpserts?: boolean;
+  /** Answer finds, aggregates and single-document writes without a sort in a random order. */
+  shuffleUnsorted?: boolean;
 }
 
 export class StandinServer {
@@ -47,6 +49,7 @@ export class StandinServer {
       startedAt: new Date(),
       parameters: { ttlMonitorSleepSecs: options.ttlMonitorSleepSecs ?? 60 },
       interleaveUpserts: options.interleaveUpserts ?? false,
+      shuffleUnsorted: options.shuffleUnsorted ?? false,
       onTtlMonitorChange: () => this.startTtlMonitor(),
     };
     this.startTtlMonitor();

@@ -263,7 +263,8 @@ function checkPaths(doc: Doc, ops: Doc, inserting: boolean): void {
               'TypeMismatch',
               `Cannot ${op === '$inc' ? 'increment' : 'multiply'} with non-numeric argument: {${path}: ${formatValue(value)}}`,
             );
-          if (current !== undefined && current !== null && !isNumeric(current)) {
+          // null is not a number to MongoDB: $inc/$mul on it fail (code 14) instead of starting from 0.
+          if (current !== undefined && !isNumeric(current)) {
             fail(
               'TypeMismatch',
               `Cannot apply ${op} to a value of non-numeric type. ${idText} has the field '${path.split('.').pop()}' of non-numeric type ${typeName(current)}`,

@@ -181,3 +181,13 @@ export function isIndexableScalar(v: unknown): boolean {
 export function topField(path: string): string {
   return path.split('.', 1)[0] ?? path;
 }
+
+/** The documents in a random order (Fisher-Yates), for the stand-in's shuffleUnsorted option. */
+export function shuffled<T>(source: Iterable<T>): T[] {
+  const out = [...source];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}

@@ -15,6 +15,8 @@ export interface ServerState {
   onTtlMonitorChange?: () => void;
   /** Let another connection's command run between an upsert's failed match and its insert, as MongoDB may. */
   interleaveUpserts: boolean;
+  /** Unsorted finds, aggregates and single-document writes see the documents in a random order. */
+  shuffleUnsorted: boolean;
 }
 
 export interface Request {

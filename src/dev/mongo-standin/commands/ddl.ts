@@ -73,10 +73,62 @@ function describe(spec: IndexSpec): Doc {
   return out;
 }
 
-/** Everything but the name: two specs with equal signatures are the same index. */
-function signature(spec: IndexSpec): string {
+/** Everything but the name: two specs with equal descriptions are identical indexes. */
+function description(spec: IndexSpec): string {
   const { name: _name, ...rest } = describe(spec);
   return keyOf(rest);
+}
+
+/**
+ * What identifies an index besides its name (MongoDB 5.0+, SERVER-47657): the key pattern, collation (always simple
+ * here), partialFilterExpression, unique and sparse. Two specs that agree on it but not on the rest (a TTL, hidden)
+ * are "equivalent"; MongoDB's IndexDescriptor::compareIndexOptions.
+ */
+function signatureOf(spec: IndexSpec): string {
+  return keyOf([spec.key, spec.partialFilterExpression ?? null, !!spec.unique, !!spec.sparse]);
+}
+
+type Comparison = 'identical' | 'equivalent' | 'different';
+
+function compareIndexOptions(requested: IndexSpec, existing: IndexSpec): Comparison {
+  if (signatureOf(requested) !== signatureOf(existing)) return 'different';
+  return description(requested) === description(existing) ? 'identical' : 'equivalent';
+}
+
+/**
+ * Whether `spec` may be built next to `known`: undefined when it already exists identically (skipped), the spec when
+ * it is new; otherwise fails as MongoDB 7.0's IndexCatalogImpl::_doesSpecConflictWithExisting does.
+ */
+function conflictCheck(spec: IndexSpec, known: IndexSpec[]): IndexSpec | undefined {
+  const shown = (s: IndexSpec) => formatValue(describe(s));
+  const sameName = known.find((s) => s.name === spec.name);
+  if (sameName) {
+    const comparison = compareIndexOptions(spec, sameName);
+    if (comparison === 'different') {
+      fail(
+        'IndexKeySpecsConflict',
+        `An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: ${shown(spec)}, existing index: ${shown(sameName)}`,
+      );
+    }
+    if (comparison === 'equivalent') {
+      fail(
+        'IndexOptionsConflict',
+        `An equivalent index already exists with the same name but different options. Requested index: ${shown(spec)}, existing index: ${shown(sameName)}`,
+      );
+    }
+    return undefined;
+  }
+  const sameSignature = known.find((s) => signatureOf(s) === signatureOf(spec));
+  if (sameSignature) {
+    if (compareIndexOptions(spec, sameSignature) === 'equivalent') {
+      fail(
+        'IndexOptionsConflict',
+        `An equivalent index already exists with a different name and options. Requested index: ${shown(spec)}, existing index: ${shown(sameSignature)}`,
+      );
+    }
+    fail('IndexOptionsConflict', `Index already exists with a different name: ${sameSignature.name}`);
+  }
+  return spec;
 }
 
 export const createIndexes: Handler = ({ state, db, body }) => {
@@ -91,24 +143,11 @@ export const createIndexes: Handler = ({ state, db, body }) => {
   const toBuild: IndexSpec[] = [];
   for (const spec of specs) {
     const known = [...coll.indexes.map((i) => i.spec), ...toBuild];
-    const sameName = known.find((s) => s.name === spec.name);
-    if (sameName) {
-      if (signature(sameName) === signature(spec)) continue;
-      const same = keyOf(sameName.key) === keyOf(spec.key);
-      fail(
-        'IndexKeySpecsConflict',
-        same
-          ? `An equivalent index already exists with the same name but different options. Requested index: ${formatValue(describe(spec))}, existing index: ${formatValue(describe(sameName))}`
-          : `An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: ${formatValue(describe(spec))}, existing index: ${formatValue(describe(sameName))}`,
-      );
-    }
-    const sameKey = known.find(
-      (s) =>
-        keyOf(s.key) === keyOf(spec.key) && keyOf(s.partialFilterExpression) === keyOf(spec.partialFilterExpression),
-    );
-    if (sameKey?.name === '_id_' && signature(sameKey) === signature(spec)) continue; // createIndex({_id: 1}) is a no-op
-    if (sameKey) fail('IndexOptionsConflict', `Index already exists with a different name: ${sameKey.name}`);
-    toBuild.push(spec);
+    // createIndex({_id: 1}) under any name is a no-op.
+    const idIndex = known.find((s) => s.name === '_id_');
+    if (idIndex && description({ ...spec, name: '_id_' }) === description(idIndex)) continue;
+    const build = conflictCheck(spec, known);
+    if (build) toBuild.push(build);
   }
   // Build all or nothing: roll back indexes of this command if one build fails.
   const built: string[] = [];

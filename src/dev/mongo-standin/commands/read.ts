@@ -2,8 +2,18 @@
 
 import { compare } from 'mingo/util';
 import { fail, notImplemented } from '../errors.js';
-import { compileFilter, findDocs, needsClone, runPipeline, validatePipeline } from '../query.js';
-import { clone, type Doc, EMPTY_ARRAY, isNumeric, isPlainObject, keyOf, MISSING, pathValues } from '../values.js';
+import { compileFilter, findDocs, needsClone, parseSort, runPipeline, validatePipeline } from '../query.js';
+import {
+  clone,
+  type Doc,
+  EMPTY_ARRAY,
+  isNumeric,
+  isPlainObject,
+  keyOf,
+  MISSING,
+  pathValues,
+  shuffled,
+} from '../values.js';
 import {
   checkCollation,
   checkFields,
@@ -66,7 +76,9 @@ export const find: Handler = ({ state, db, body }) => {
   }
   const coll = state.store.get(db, name);
   checkHint(coll, body.hint);
-  const docs = findDocs(coll ? coll.candidates(filter) : [], {
+  const candidates = coll ? coll.candidates(filter) : [];
+  const unordered = state.shuffleUnsorted && !parseSort(body.sort);
+  const docs = findDocs(unordered ? shuffled(candidates) : candidates, {
     filter,
     sort: body.sort,
     skip,
@@ -156,7 +168,9 @@ export const aggregate: Handler = ({ state, db, body }) => {
     if (coll) {
       // A leading $match can use the _id / index fast path.
       const first = pipeline[0]?.$match;
-      source = [...coll.candidates(isPlainObject(first) ? first : undefined)];
+      const candidates = coll.candidates(isPlainObject(first) ? first : undefined);
+      // Stages after a $sort see its order; before one, and without one, MongoDB promises none.
+      source = state.shuffleUnsorted ? shuffled(candidates) : [...candidates];
       if (isPlainObject(first)) compileFilter(first); // validate early for a clear error
     }
   } else {

@@ -8,7 +8,7 @@ import { asCommandError, CommandError, fail } from '../errors.js';
 import { compileFilter, parseSort, projectDocs, sortDocs } from '../query.js';
 import { checkDocumentSize, type Collection } from '../storage.js';
 import { applyUpdate, parseUpdate, touchedFields, upsertSeed, type UpdateSpec } from '../updates.js';
-import { type Doc, isPlainObject, keyOf, topField } from '../values.js';
+import { type Doc, isPlainObject, keyOf, shuffled, topField } from '../values.js';
 import {
   checkCollation,
   checkFields,
@@ -120,7 +120,7 @@ async function updateMatching(
 ): Promise<WriteResult> {
   const { store } = req.state;
   const coll = store.get(req.db, name);
-  const targets = matching(coll, filter, opts.multi, opts.sort);
+  const targets = matching(coll, filter, opts.multi, opts.sort, req.state.shuffleUnsorted);
   if (targets.length === 0) {
     if (!opts.upsert) return { n: 0, nModified: 0 };
     if (!req.state.interleaveUpserts) return upsert(req, name, filter, spec, opts);
@@ -185,12 +185,20 @@ function serverRetriesUpsert(error: unknown, filter: Doc | undefined, spec: Upda
   return touched !== undefined && !filterFields.some((f) => touched.has(topField(f)));
 }
 
-function matching(coll: Collection | undefined, filter: Doc | undefined, multi: boolean, sort: unknown): Doc[] {
+function matching(
+  coll: Collection | undefined,
+  filter: Doc | undefined,
+  multi: boolean,
+  sort: unknown,
+  shuffle = false,
+): Doc[] {
   const match = compileFilter(filter);
   const parsedSort = parseSort(sort);
   const out: Doc[] = [];
   if (!coll) return out;
-  for (const doc of coll.candidates(filter)) {
+  // Which of several matching documents a single-document write takes is unspecified without a sort.
+  const candidates = shuffle && !multi && !parsedSort ? shuffled(coll.candidates(filter)) : coll.candidates(filter);
+  for (const doc of candidates) {
     if (!match(doc)) continue;
     out.push(doc);
     if (!multi && !parsedSort) break;
@@ -262,7 +270,7 @@ export const del: Handler = (req) => {
       fail('FailedToParse', `The limit field in delete objects must be 0 or 1. Got ${raw.limit}`);
     const coll = state.store.get(db, name);
     checkHint(coll, raw.hint);
-    for (const doc of matching(coll, optionalDoc(raw, 'q') ?? {}, limit === 0, undefined)) {
+    for (const doc of matching(coll, optionalDoc(raw, 'q') ?? {}, limit === 0, undefined, state.shuffleUnsorted)) {
       if (coll!.remove(keyOf(doc._id))) n++;
     }
   });
@@ -300,7 +308,7 @@ export const findAndModify: Handler = async (req) => {
   const shape = (doc: Doc | undefined): Doc | null => (doc ? (projectDocs([doc], fields, filter)[0] ?? null) : null);
   if (remove) {
     const coll = state.store.get(db, name);
-    const [doc] = matching(coll, filter, false, body.sort);
+    const [doc] = matching(coll, filter, false, body.sort, state.shuffleUnsorted);
     if (doc) coll!.remove(keyOf(doc._id));
     return { lastErrorObject: { n: doc ? 1 : 0 }, value: shape(doc), ok: 1 };
   }
