@@ -11,6 +11,7 @@ import { PipelinesRepository } from './pipelines/repository.js';
 import { TasksRepository } from './tasks/repository.js';
 import { UsersRepository } from './users/repository.js';
 import type { ChangeFeeds } from './shared/announced-cache.js';
+import type { Logger } from './shared/logger.js';
 import type { Db } from 'mongodb';
 
 export interface RepositoryOptions {
@@ -41,17 +42,30 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
 
 export type Repositories = ReturnType<typeof createRepositories>;
 
-/** Every repository's indexes; idempotent, run at start by web and worker processes. */
-export async function ensureIndexes(db: Db): Promise<void> {
-  await CompaniesRepository.ensureIndexes(db);
-  await UsersRepository.ensureIndexes(db);
-  await PipelinesRepository.ensureIndexes(db);
-  await ApiKeysRepository.ensureIndexes(db);
-  await ItemsRepository.ensureIndexes(db);
-  await TasksRepository.ensureIndexes(db);
-  await IdempotencyRepository.ensureIndexes(db);
-  await AutomationsRepository.ensureIndexes(db);
-  await HooksRepository.ensureIndexes(db);
-  await DeliveriesRepository.ensureIndexes(db);
-  await EventsRepository.ensureIndexes(db);
+/**
+ * Every repository's indexes; idempotent, run at start by web and worker processes (several at once is fine). An
+ * index whose declaration changed is rebuilt when migratable (one log line each), else start stops with
+ * IndexMigrationRequired (docs/mongodb.md, "Index changes"). Returns the rebuilt indexes.
+ */
+export async function ensureIndexes(db: Db, logger?: Logger): Promise<string[]> {
+  const rebuilt: string[] = [];
+  for (const repository of [
+    CompaniesRepository,
+    UsersRepository,
+    PipelinesRepository,
+    ApiKeysRepository,
+    ItemsRepository,
+    TasksRepository,
+    IdempotencyRepository,
+    AutomationsRepository,
+    HooksRepository,
+    DeliveriesRepository,
+    EventsRepository,
+  ]) {
+    for (const index of await repository.ensureIndexes(db)) {
+      logger?.warn({ index }, 'index rebuilt: its declaration changed');
+      rebuilt.push(index);
+    }
+  }
+  return rebuilt;
 }

@@ -8,7 +8,7 @@ import type { App, AppDeps } from './app.js';
  * when set; shared by `npm start` and `npm run dev`. Closing the app closes both.
  */
 export async function startWeb(deps: AppDeps): Promise<App> {
-  await ensureIndexes(deps.db);
+  await ensureIndexes(deps.db, deps.logger);
   const app = await buildApp(deps);
   if (deps.config.METRICS_PORT !== undefined) {
     const metrics = await startMetricsListener(deps.config.METRICS_PORT, deps.config.HOST);

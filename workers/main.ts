@@ -58,7 +58,7 @@ await untilReachable('Redis', (attemptMs) => pingRedisOnce(config.REDIS_URL, att
   (error) => exitOnStartupFailure(logger, error),
 );
 db = mongo.db;
-workers = await startWorkers({ config, db: mongo.db, logger });
+workers = await startWorkers({ config, db: mongo.db, logger }).catch((error) => exitOnStartupFailure(logger, error));
 logger.info({ roles: config.WORKERS }, 'worker process ready');
 stop = async () => {
   await workers?.close();

@@ -46,7 +46,7 @@ const ROLES: Partial<Record<WorkerRole, RoleStarter>> = {
 };
 
 export async function startWorkers(context: WorkerContext): Promise<RunningWorkers> {
-  await ensureIndexes(context.db);
+  await ensureIndexes(context.db, context.logger);
   const running = new Map<WorkerRole, RunningRole>();
   let closing = false;
   for (const role of context.config.WORKERS) {

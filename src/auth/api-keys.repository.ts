@@ -1,3 +1,4 @@
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { Scope } from './scopes.js';
 import type { Collection, Db } from 'mongodb';
 
@@ -24,10 +25,10 @@ export class ApiKeysRepository {
     this.collection = db.collection<ApiKeyDoc>('api_keys');
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('api_keys').createIndexes([
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    return ensureCollectionIndexes(db, 'api_keys', [
       { key: { key_hash: 1 }, name: 'key_hash_unique', unique: true },
-      { key: { company_id: 1, _id: 1 }, name: 'company_id' },
+      { key: { company_id: 1, _id: 1 }, name: 'company_id', migratable: true },
     ]);
   }
 

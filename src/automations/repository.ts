@@ -1,3 +1,4 @@
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { toIso } from '../shared/time.js';
 import type { TaskEventType } from '../events/envelope.js';
@@ -41,14 +42,21 @@ export class AutomationsRepository {
     this.runs = db.collection<AutomationRunDoc>('automation_runs');
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db
-      .collection('automations')
-      .createIndexes([{ key: { company_id: 1, trigger: 1, enabled: 1 }, name: 'company_trigger' }]);
-    await db.collection('automation_runs').createIndexes([
-      { key: { company_id: 1, started_at: -1, _id: -1 }, name: 'company_recent' },
-      { key: { company_id: 1, automation_id: 1, started_at: -1, _id: -1 }, name: 'company_automation_recent' },
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    const rebuilt = await ensureCollectionIndexes(db, 'automations', [
+      { key: { company_id: 1, trigger: 1, enabled: 1 }, name: 'company_trigger', migratable: true },
     ]);
+    return [
+      ...rebuilt,
+      ...(await ensureCollectionIndexes(db, 'automation_runs', [
+        { key: { company_id: 1, started_at: -1, _id: -1 }, name: 'company_recent', migratable: true },
+        {
+          key: { company_id: 1, automation_id: 1, started_at: -1, _id: -1 },
+          name: 'company_automation_recent',
+          migratable: true,
+        },
+      ])),
+    ];
   }
 
   async insert(doc: AutomationDoc): Promise<void> {
@@ -67,10 +75,14 @@ export class AutomationsRepository {
       .toArray();
   }
 
-  /** The enabled automations an event of this type triggers. */
+  /**
+   * The enabled automations an event of this type triggers, oldest first: they run one after another, so when two
+   * change the same thing the newer one has the last word. Sorted, because MongoDB promises no order without a sort.
+   */
   triggeredBy(companyId: string, trigger: string): Promise<AutomationDoc[]> {
     return this.automations
       .find({ company_id: companyId, trigger: trigger as TaskEventType, enabled: true, deleted_at: { $exists: false } })
+      .sort({ _id: 1 })
       .toArray();
   }
 

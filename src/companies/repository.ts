@@ -19,8 +19,8 @@ export class CompaniesRepository {
     this.collection = db.collection<CompanyDoc>('companies');
   }
 
-  static async ensureIndexes(_db: Db): Promise<void> {
-    // Looked up by _id only.
+  static ensureIndexes(_db: Db): Promise<string[]> {
+    return Promise.resolve([]); // looked up by _id only
   }
 
   async create(input: { name: string; subscription_status: SubscriptionStatus }): Promise<CompanyDoc> {

@@ -164,7 +164,10 @@ export async function clearPublished(collection: Collection<Document>, published
   );
 }
 
-/** Documents with pending events, oldest first, in bounded batches. */
+/**
+ * Documents with pending events, in bounded batches and in no particular order (no sort, so MongoDB promises none):
+ * each document's events stay in their order and documents do not depend on one another.
+ */
 export function findPending(collection: Collection<Document>, limit: number) {
   return collection
     .find({ outbox_pending: true }, { projection: { _id: 1, company_id: 1, pending_events: 1 } })

@@ -1,4 +1,5 @@
 import { MongoBulkWriteError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { EVENT_QUEUES, type EventQueue } from '../shared/queues.js';
 import type { EventEnvelope, EventType } from './envelope.js';
 
@@ -71,14 +72,14 @@ export class EventsRepository {
     this.retentionMs = retentionDays * DAY_MS;
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('events').createIndexes([
-      { key: { company_id: 1, occurred_at: 1, _id: 1 }, name: 'feed' },
-      { key: { company_id: 1, resource_id: 1, occurred_at: 1, _id: 1 }, name: 'feed_resource' },
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    return ensureCollectionIndexes(db, 'events', [
+      { key: { company_id: 1, occurred_at: 1, _id: 1 }, name: 'feed', migratable: true },
+      { key: { company_id: 1, resource_id: 1, occurred_at: 1, _id: 1 }, name: 'feed_resource', migratable: true },
       // Multikey: an event is listed under each consumer that has not finished it.
-      { key: { pending: 1, _id: 1 }, name: 'unfinished' },
-      { key: { unqueued: 1 }, name: 'unqueued', sparse: true },
-      { key: { expires_at: 1 }, name: 'retention', expireAfterSeconds: 0 },
+      { key: { pending: 1, _id: 1 }, name: 'unfinished', migratable: true },
+      { key: { unqueued: 1 }, name: 'unqueued', sparse: true, migratable: true },
+      { key: { expires_at: 1 }, name: 'retention', expireAfterSeconds: 0, migratable: true },
     ]);
   }
 
@@ -144,7 +145,10 @@ export class EventsRepository {
     );
   }
 
-  /** Events no queue has taken yet, with the consumers still to run them. */
+  /**
+   * Events no queue has taken yet, with the consumers still to run them; in no particular order (no sort): a queue
+   * promises no order either, and each consumer judges an event on its own.
+   */
   findUnqueued(limit: number): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'pending'>>> {
     // Global by design: one indexed query per relay pass (docs/scaling.md).
     return this.events

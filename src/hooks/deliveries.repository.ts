@@ -1,3 +1,4 @@
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { EventEnvelope, EventType } from '../events/envelope.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
@@ -68,11 +69,11 @@ export class DeliveriesRepository {
     this.deliveries = db.collection<DeliveryDoc>('deliveries');
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('deliveries').createIndexes([
-      { key: { company_id: 1, hook_id: 1, updated_at: -1 }, name: 'hook_recent' },
-      { key: { updated_at: 1 }, name: 'retention', expireAfterSeconds: RETENTION_SECONDS },
-      { key: { next_attempt_at: 1, _id: 1 }, name: 'next_attempt' },
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    return ensureCollectionIndexes(db, 'deliveries', [
+      { key: { company_id: 1, hook_id: 1, updated_at: -1 }, name: 'hook_recent', migratable: true },
+      { key: { updated_at: 1 }, name: 'retention', expireAfterSeconds: RETENTION_SECONDS, migratable: true },
+      { key: { next_attempt_at: 1, _id: 1 }, name: 'next_attempt', migratable: true },
     ]);
   }
 

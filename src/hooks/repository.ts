@@ -1,4 +1,5 @@
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { EventType } from '../events/envelope.js';
 import type { Collection, Db } from 'mongodb';
@@ -41,11 +42,11 @@ export class HooksRepository {
     await this.changes?.announce(companyId);
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('hooks').createIndexes([
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    return ensureCollectionIndexes(db, 'hooks', [
       // One subscription per (company, target, event): subscribing again re-enables it instead of doubling deliveries.
       { key: { company_id: 1, target_url: 1, event: 1 }, name: 'company_target_event', unique: true },
-      { key: { company_id: 1, event: 1 }, name: 'company_event' },
+      { key: { company_id: 1, event: 1 }, name: 'company_event', migratable: true },
     ]);
   }
 

@@ -1,3 +1,4 @@
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { Collection, Db } from 'mongodb';
 
@@ -10,7 +11,10 @@ export interface IdempotencyRecord {
   /** `headers`: the resource headers of the first response (ETag, Location), sent again on replay. */
   response?: { status: number; body: string; content_type: string; headers?: Record<string, string> };
   created_at: Date;
-  /** TTL index: records disappear 24 h after the first request. */
+  /**
+   * A record is live until then, judged at read time: the TTL index removes it some time later (MongoDB's monitor
+   * runs every 60 s, later under load), and until it does an expired record counts as absent.
+   */
   expires_at: Date;
 }
 
@@ -24,14 +28,18 @@ export class IdempotencyRepository {
     this.collection = db.collection<IdempotencyRecord>('idempotency_keys');
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('idempotency_keys').createIndexes([
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    return ensureCollectionIndexes(db, 'idempotency_keys', [
       { key: { key_id: 1, idempotency_key: 1 }, name: 'key_scope_unique', unique: true },
-      { key: { expires_at: 1 }, name: 'expiry_ttl', expireAfterSeconds: 0 },
+      { key: { expires_at: 1 }, name: 'expiry_ttl', expireAfterSeconds: 0, migratable: true },
     ]);
   }
 
-  /** Atomically claims (API key, Idempotency-Key); returns the existing record when someone else has it. */
+  /**
+   * Atomically claims (API key, Idempotency-Key); returns the existing live record when someone else has it. An expired
+   * record still present is replaced by the new claim (compare-and-set on its expiry, so one claimer wins); `existing:
+   * null` means the record changed meanwhile and the caller claims again.
+   */
   async claim(
     keyId: string,
     idempotencyKey: string,
@@ -51,16 +59,19 @@ export class IdempotencyRepository {
       await this.collection.insertOne(record);
       return { claimed: true, id: record._id };
     } catch (error) {
+      // Taken: by a live claim, or by an expired one the TTL monitor has not removed yet.
       if (!isDuplicateKeyError(error)) throw error;
-      return {
-        claimed: false,
-        existing: await this.collection.findOne({ _id: record._id }),
-      };
     }
+    const existing = await this.collection.findOne({ _id: record._id });
+    if (!existing || existing.expires_at.getTime() > now.getTime()) return { claimed: false, existing };
+    const taken = await this.collection.replaceOne({ _id: record._id, expires_at: existing.expires_at }, record);
+    return taken.matchedCount === 1 ? { claimed: true, id: record._id } : { claimed: false, existing: null };
   }
 
-  find(id: string): Promise<IdempotencyRecord | null> {
-    return this.collection.findOne({ _id: id });
+  /** The live record of a claim, or null (absent, or expired but not yet removed by the TTL monitor). */
+  async find(id: string): Promise<IdempotencyRecord | null> {
+    const record = await this.collection.findOne({ _id: id });
+    return record && record.expires_at.getTime() > Date.now() ? record : null;
   }
 
   async complete(id: string, response: NonNullable<IdempotencyRecord['response']>): Promise<void> {

@@ -3,6 +3,7 @@ import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/out
 import { EventsRepository } from '../events/repository.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../events/envelope.js';
@@ -90,18 +91,19 @@ export class ItemsRepository {
   }
 
   /** One index per (equality filter, sort) pair, each ending in _id for keyset ties. */
-  static async ensureIndexes(db: Db): Promise<void> {
+  static async ensureIndexes(db: Db): Promise<string[]> {
     const listIndexes = SORTABLE.flatMap((sort) => [
-      { key: { company_id: 1, [sort]: 1, _id: 1 }, name: `list_${sort}` },
+      { key: { company_id: 1, [sort]: 1, _id: 1 }, name: `list_${sort}`, migratable: true },
       ...EQUALITY_FILTERS.map((filter) => ({
         key: { company_id: 1, [filter]: 1, [sort]: 1, _id: 1 },
         name: `list_${filter}_${sort}`,
+        migratable: true,
       })),
     ]);
-    await db.collection('items').createIndexes([
+    return ensureCollectionIndexes(db, 'items', [
       ...listIndexes,
       { key: { company_id: 1, short_id: 1 }, name: 'company_short_id_unique', unique: true },
-      { key: { company_id: 1, pipeline_id: 1, dup_tokens: 1 }, name: 'duplicate_tokens' },
+      { key: { company_id: 1, pipeline_id: 1, dup_tokens: 1 }, name: 'duplicate_tokens', migratable: true },
       // Unique among items that have one; archiving moves it aside (archived_external_id).
       {
         key: { company_id: 1, external_id: 1 },
@@ -109,10 +111,10 @@ export class ItemsRepository {
         unique: true,
         partialFilterExpression: { external_id: { $type: 'string' } },
       },
-      { key: { company_id: 1, name_words: 1 }, name: NAME_WORDS_INDEX },
+      { key: { company_id: 1, name_words: 1 }, name: NAME_WORDS_INDEX, migratable: true },
       // Compound wildcard index (MongoDB 7.0+): serves a filter on any custom field of a pipeline.
-      { key: { company_id: 1, pipeline_id: 1, 'custom.$**': 1 }, name: CUSTOM_FIELDS_INDEX },
-      { ...OUTBOX_INDEX },
+      { key: { company_id: 1, pipeline_id: 1, 'custom.$**': 1 }, name: CUSTOM_FIELDS_INDEX, migratable: true },
+      { ...OUTBOX_INDEX, migratable: true },
     ]);
   }
 

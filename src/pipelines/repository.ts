@@ -1,5 +1,6 @@
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
 import { isIdOf } from '../shared/ids.js';
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { DuplicateDetection, FieldDefinition, PipelineResponse } from './schemas.js';
 import type { Collection, Db } from 'mongodb';
 
@@ -45,8 +46,10 @@ export class PipelinesRepository {
     this.cache = new AnnouncedCache(changes);
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('pipelines').createIndexes([{ key: { company_id: 1, _id: 1 }, name: 'company_id' }]);
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    return ensureCollectionIndexes(db, 'pipelines', [
+      { key: { company_id: 1, _id: 1 }, name: 'company_id', migratable: true },
+    ]);
   }
 
   async insert(doc: PipelineDoc): Promise<PipelineDoc> {

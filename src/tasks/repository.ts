@@ -1,5 +1,6 @@
 import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { EventsRepository } from '../events/repository.js';
+import { type DeclaredIndex, ensureCollectionIndexes } from '../shared/indexes.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { TaskPriority, TaskType } from './kinds.js';
@@ -83,19 +84,23 @@ export class TasksRepository {
   }
 
   /** List indexes end in _id for keyset ties; the last one serves the overdue scanner. */
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db
-      .collection('tasks')
-      .createIndexes([
-        { key: { company_id: 1, due_at: 1, _id: 1 }, name: 'list_due_at' },
-        { key: { company_id: 1, created_at: 1, _id: 1 }, name: 'list_created_at' },
-        { key: { company_id: 1, assigned_to: 1, due_at: 1, _id: 1 }, name: 'list_assigned_to_due_at' },
-        { key: { company_id: 1, item_id: 1, due_at: 1, _id: 1 }, name: 'list_item_id_due_at' },
-        { key: { company_id: 1, is_completed: 1, due_at: 1, _id: 1 }, name: 'list_is_completed_due_at' },
-        { key: { company_id: 1, updated_at: 1, _id: 1 }, name: 'list_updated_at' },
-        { ...OUTBOX_INDEX },
-        { key: { is_completed: 1, overdue_fired_for: 1, due_at: 1 }, name: 'overdue_scan' },
-      ]);
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    const indexes: DeclaredIndex[] = [
+      { key: { company_id: 1, due_at: 1, _id: 1 }, name: 'list_due_at' },
+      { key: { company_id: 1, created_at: 1, _id: 1 }, name: 'list_created_at' },
+      { key: { company_id: 1, assigned_to: 1, due_at: 1, _id: 1 }, name: 'list_assigned_to_due_at' },
+      { key: { company_id: 1, item_id: 1, due_at: 1, _id: 1 }, name: 'list_item_id_due_at' },
+      { key: { company_id: 1, is_completed: 1, due_at: 1, _id: 1 }, name: 'list_is_completed_due_at' },
+      { key: { company_id: 1, updated_at: 1, _id: 1 }, name: 'list_updated_at' },
+      { ...OUTBOX_INDEX },
+      { key: { is_completed: 1, overdue_fired_for: 1, due_at: 1 }, name: 'overdue_scan' },
+    ];
+    // None is unique: each may be rebuilt at start when its declaration changes.
+    return ensureCollectionIndexes(
+      db,
+      'tasks',
+      indexes.map((index) => ({ ...index, migratable: true })),
+    );
   }
 
   async insert(doc: TaskDoc): Promise<void> {

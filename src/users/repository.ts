@@ -1,6 +1,7 @@
 import { ValidationError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
 import { newId } from '../shared/ids.js';
+import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { Collection, Db } from 'mongodb';
 
@@ -28,10 +29,10 @@ export class UsersRepository {
     this.collection = db.collection<UserDoc>('users');
   }
 
-  static async ensureIndexes(db: Db): Promise<void> {
-    await db.collection('users').createIndexes([
+  static async ensureIndexes(db: Db): Promise<string[]> {
+    return ensureCollectionIndexes(db, 'users', [
       { key: { company_id: 1, email_normalized: 1 }, name: 'company_email_unique', unique: true },
-      { key: { company_id: 1, _id: 1 }, name: 'company_id' },
+      { key: { company_id: 1, _id: 1 }, name: 'company_id', migratable: true },
     ]);
   }
 

@@ -207,6 +207,32 @@ describe('automations on task events', () => {
     expect(moved).toMatchObject({ stage: tenant.stageIds[2], status: tenant.statusIds[1], version: 2 });
   });
 
+  // The test stand-in answers unsorted finds in a random order (shuffleUnsorted), as MongoDB may.
+  it('automations triggered by one event run oldest first, so the newest one has the last word', async () => {
+    const tenant = await createTenant(t.app);
+    const rules = [];
+    for (const stage of [tenant.stageIds[1], tenant.stageIds[2], tenant.stageIds[0]]) {
+      rules.push(
+        await automation(tenant, { trigger: 'task.completed', actions: [{ type: 'update_item', stage_id: stage }] }),
+      );
+    }
+    const repository = new AutomationsRepository(t.db);
+    for (let read = 0; read < 5; read++) {
+      const triggered = await repository.triggeredBy(tenant.companyId, 'task.completed');
+      expect(triggered.map((rule) => rule._id)).toEqual(rules.map((rule) => rule.automation_id));
+    }
+    const item = await createItem(t.app, tenant);
+    const task = (
+      await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Close', due_at: due, item_id: item.item_id })
+    ).json();
+    await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { is_completed: true });
+    const moved = await waitFor(async () => {
+      const current = (await ext(t.app, tenant.key, 'GET', `/items/${item.item_id}`)).json();
+      return current.version === 4 ? current : undefined;
+    });
+    expect(moved.stage).toBe(tenant.stageIds[0]);
+  });
+
   it('a chain of automations stops at depth 3', async () => {
     const tenant = await createTenant(t.app);
     const rule = await automation(tenant, {
