@@ -1,8 +1,8 @@
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { EventEnvelope, EventType } from '../events/envelope.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
-import type { Collection, Db, Filter } from 'mongodb';
 
 export interface DeliveryAttempt {
   attempt: number;
@@ -79,36 +79,20 @@ export class DeliveriesRepository {
 
   /** Appends each attempt to its delivery record (created with the envelope on the first), in one round trip. */
   async recordAttempts(records: AttemptRecord[]): Promise<void> {
-    if (records.length === 0) return;
-    // Ordered: two attempts of one delivery in one batch land in the order they were made.
-    await this.deliveries.bulkWrite(
-      records.map(({ key, target, event, attempt, job }) => ({
-        updateOne: {
-          // company_id comes from the filter on insert (and targets the write on a sharded cluster).
-          filter: { company_id: event.company_id, _id: key },
-          update: {
-            $setOnInsert: {
-              ...target,
-              event_id: event.event_id,
-              event_type: event.type,
-              event,
-              created_at: attempt.attempted_at,
-            },
-            // When the next attempt is due and the job that makes it: what survives Redis losing that job.
-            $set: {
-              updated_at: attempt.attempted_at,
-              next_attempt_at: attempt.next_retry_at,
-              job_id: job.id,
-              target: job.target,
-              attempts_made: attempt.attempt,
-            },
-            $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
-          },
-          upsert: true,
-        },
-      })),
-      { ordered: true },
-    );
+    let rest = records;
+    for (let retry = 0; rest.length > 0; retry++) {
+      try {
+        // Ordered: two attempts of one delivery in one batch land in the order they were made.
+        await this.deliveries.bulkWrite(rest.map(attemptUpsert), { ordered: true });
+        return;
+      } catch (error) {
+        // Two first attempts of one delivery at once: MongoDB does not retry this upsert itself (its filter names
+        // company_id besides the unique _id), so the loser gets E11000. From that statement on, again: it now matches.
+        const failed = duplicateKeyAt(error);
+        if (failed === undefined || retry >= 2) throw error;
+        rest = rest.slice(failed);
+      }
+    }
   }
 
   recordAttempt(record: AttemptRecord): Promise<void> {
@@ -176,4 +160,39 @@ export class DeliveriesRepository {
   async deleteForHook(companyId: string, hookId: string): Promise<void> {
     await this.deliveries.deleteMany({ company_id: companyId, hook_id: hookId });
   }
+}
+
+function attemptUpsert({ key, target, event, attempt, job }: AttemptRecord): AnyBulkWriteOperation<DeliveryDoc> {
+  return {
+    updateOne: {
+      // company_id comes from the filter on insert (and targets the write on a sharded cluster).
+      filter: { company_id: event.company_id, _id: key },
+      update: {
+        $setOnInsert: {
+          ...target,
+          event_id: event.event_id,
+          event_type: event.type,
+          event,
+          created_at: attempt.attempted_at,
+        },
+        // When the next attempt is due and the job that makes it: what survives Redis losing that job.
+        $set: {
+          updated_at: attempt.attempted_at,
+          next_attempt_at: attempt.next_retry_at,
+          job_id: job.id,
+          target: job.target,
+          attempts_made: attempt.attempt,
+        },
+        $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
+      },
+      upsert: true,
+    },
+  } as AnyBulkWriteOperation<DeliveryDoc>;
+}
+
+/** The index of the statement an ordered bulk write stopped at on a duplicate key, if that is why it stopped. */
+function duplicateKeyAt(error: unknown): number | undefined {
+  if (!(error instanceof MongoBulkWriteError)) return undefined;
+  const [first] = [error.writeErrors].flat();
+  return first?.code === 11000 ? first.index : undefined;
 }
