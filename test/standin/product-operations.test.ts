@@ -343,8 +343,10 @@ describe('concurrent upserts', () => {
         failing_since: null,
         created_at: at(n),
       }) as unknown as HookDoc;
-    const repositories = [new HooksRepository(names.a), new HooksRepository(names.b)];
-    const hooks = await Promise.all(Array.from({ length: 6 }, (_, n) => repositories[n % 2].subscribe(hook(n))));
+    const repositories = [new HooksRepository(names.a), new HooksRepository(names.b)] as const;
+    const hooks = await Promise.all(
+      Array.from({ length: 6 }, (_, n) => (n % 2 ? repositories[1] : repositories[0]).subscribe(hook(n))),
+    );
     expect(new Set(hooks.map((h) => h._id)).size).toBe(1);
     expect(await names.a.collection('hooks').countDocuments()).toBe(1);
   });
@@ -352,24 +354,27 @@ describe('concurrent upserts', () => {
   it('automation runs: of concurrent starts of one run exactly one starts it (the loser gets E11000: null)', async () => {
     const automation = { _id: 'aut_1', company_id: 'c' } as unknown as AutomationDoc;
     const event = { event_id: 'evt_1', type: 'task.created' };
-    const repositories = [new AutomationsRepository(db), new AutomationsRepository(dbB)];
+    const repositories = [new AutomationsRepository(db), new AutomationsRepository(dbB)] as const;
     // Each test sees a collection of its own only through the repository's fixed name; this one is used here only.
     const started = await Promise.all(
-      Array.from({ length: 4 }, (_, n) => repositories[n % 2].startRun(automation, event, 0)),
+      Array.from({ length: 4 }, (_, n) => (n % 2 ? repositories[1] : repositories[0]).startRun(automation, event, 0)),
     );
     expect(started.filter((id) => id !== null)).toHaveLength(1);
     expect(await db.collection('automation_runs').countDocuments({ _id: 'aut_1:evt_1' as never })).toBe(1);
   });
 
   it('delivery attempts: two first attempts of one delivery at once both land in one record', async () => {
-    const repositories = [new DeliveriesRepository(db), new DeliveriesRepository(dbB)];
+    const repositories = [new DeliveriesRepository(db), new DeliveriesRepository(dbB)] as const;
     const record = (n: number) => ({
       key: 'hk_1:evt_race',
       target: { hook_id: 'hk_1' },
       event: { ...envelope('evt_race'), type: 'item.created' },
       attempt: { attempt: n, attempted_at: at(n) },
     });
-    await Promise.all([0, 1].map((n) => repositories[n].recordAttempt(record(n + 1) as never)));
+    await Promise.all([
+      repositories[0].recordAttempt(record(1) as never),
+      repositories[1].recordAttempt(record(2) as never),
+    ]);
     const doc = await db.collection('deliveries').findOne({ _id: 'hk_1:evt_race' as never });
     expect(doc?.attempts.map((a: { attempt: number }) => a.attempt).sort()).toEqual([1, 2]);
   });
