@@ -1,4 +1,5 @@
 import { connect, createServer } from 'node:net';
+import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { TEST_ADMIN_TOKEN, uniqueName } from '../helpers/app.js';
 import { compiledTree, run, type RunningProcess } from '../helpers/compiled.js';
@@ -119,5 +120,24 @@ describe('start-up failures are short and readable', () => {
     held.push(server);
     const web = start(WEB, { PORT: String(port), HOST: '0.0.0.0' });
     await expectOneLineFailure(web, new RegExp(`PORT ${port} is already in use`));
+  }, 60_000);
+
+  it('web and worker: a unique index declared otherwise than it exists → one line naming it and exit 1', async () => {
+    const database = uniqueName('t');
+    const client = await new MongoClient(inject('mongoUrl')).connect();
+    try {
+      // An older declaration of the unique index, as an existing database would have it.
+      await client
+        .db(database)
+        .collection('idempotency_keys')
+        .createIndex({ key_id: 1 }, { name: 'key_scope_unique', unique: true });
+      const reason =
+        /index idempotency_keys\.key_scope_unique exists with other keys or options than declared .*db\.idempotency_keys\.dropIndex\("key_scope_unique"\)/;
+      await expectOneLineFailure(start(WEB, { MONGO_DB: database }), reason);
+      await expectOneLineFailure(start(WORKER, { MONGO_DB: database }), reason);
+    } finally {
+      await client.db(database).dropDatabase();
+      await client.close();
+    }
   }, 60_000);
 });
