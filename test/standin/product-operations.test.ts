@@ -369,7 +369,8 @@ describe('concurrent upserts', () => {
       key: 'hk_1:evt_race',
       target: { hook_id: 'hk_1' },
       event: { ...envelope('evt_race'), type: 'item.created' },
-      attempt: { attempt: n, attempted_at: at(n) },
+      attempt: { attempt: n, attempted_at: at(n), next_retry_at: null },
+      job: { id: 'job_race', target: { kind: 'hook', hook_id: 'hk_1' } },
     });
     await Promise.all([
       repositories[0].recordAttempt(record(1) as never),
