@@ -187,7 +187,7 @@ function attemptUpsert({ key, target, event, attempt, job }: AttemptRecord): Any
       },
       upsert: true,
     },
-  } as AnyBulkWriteOperation<DeliveryDoc>;
+  };
 }
 
 /** The index of the statement an ordered bulk write stopped at on a duplicate key, if that is why it stopped. */
