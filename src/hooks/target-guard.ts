@@ -12,15 +12,36 @@ export type Resolver = (hostname: string) => Promise<string[]>;
 export const systemResolver: Resolver = async (hostname) =>
   (await dnsLookup(hostname, { all: true, verbatim: true })).map((entry) => entry.address);
 
+/**
+ * The IPv4 address an IPv6 address carries, when it is a form that reaches that IPv4 host: IPv4-mapped
+ * (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, deprecated but still routed by some stacks), NAT64
+ * (`64:ff9b::a.b.c.d`, RFC 6052) and 6to4 (`2002:AABB:CCDD::/16`, RFC 3056).
+ */
+function embeddedIPv4(address: ipaddr.IPv6): ipaddr.IPv4 | undefined {
+  const parts = address.parts;
+  const v4 = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+  if (address.isIPv4MappedAddress()) return address.toIPv4Address();
+  const zeroPrefix = parts.slice(0, 6).every((part) => part === 0);
+  // :: and ::1 are judged as themselves (unspecified, loopback); anything else in ::/96 is ::a.b.c.d.
+  if (zeroPrefix && (parts[6] !== 0 || parts[7] > 1)) return v4(parts[6], parts[7]);
+  if (parts[0] === 0x64 && parts[1] === 0xff9b && parts.slice(2, 6).every((part) => part === 0))
+    return v4(parts[6], parts[7]);
+  if (parts[0] === 0x2002) return v4(parts[1], parts[2]);
+  return undefined;
+}
+
 /** True when connecting to this address could reach something internal (loopback, private, metadata, ...). */
 export function isForbiddenAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return true;
-  let parsed = ipaddr.parse(address);
-  // ::ffff:127.0.0.1 is 127.0.0.1: judge the IPv4 inside.
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress())
-    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  const parsed = ipaddr.parse(address);
+  // ::ffff:127.0.0.1, ::127.0.0.1, 64:ff9b::127.0.0.1 and 2002:7f00:1:: all reach 127.0.0.1: judge the IPv4 inside.
+  if (parsed.kind() === 'ipv6') {
+    const inside = embeddedIPv4(parsed as ipaddr.IPv6);
+    if (inside) return inside.range() !== 'unicast';
+  }
   // ipaddr.js names every special-purpose range (loopback, private, linkLocal incl. 169.254.169.254,
-  // uniqueLocal, carrierGradeNat, multicast, unspecified, reserved, ...); only plain unicast is public.
+  // uniqueLocal, carrierGradeNat, multicast, unspecified, reserved, teredo, local-use NAT64 ...); only
+  // plain unicast is public.
   return parsed.range() !== 'unicast';
 }
 

@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
+import { isForbiddenAddress } from '../../src/hooks/target-guard.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { startWorkers } from '../../workers/start.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
@@ -14,6 +15,9 @@ const dns = new Map<string, string[]>([
   ['internal.test', ['10.0.0.5']],
   ['localhost', ['127.0.0.1', '::1']],
   ['public.test', ['93.184.216.34']],
+  ['compat.test', ['::a9fe:a9fe']],
+  ['nat64.test', ['64:ff9b::a00:5']],
+  ['sixtofour.test', ['2002:7f00:1::1']],
 ]);
 const resolver = async (hostname: string) => dns.get(hostname) ?? [];
 
@@ -69,6 +73,21 @@ const FORBIDDEN_TARGETS = [
   'http://0x7f.1/',
   'http://[::ffff:127.0.0.1]/',
   'https://127.1:8443/',
+  // IPv4-compatible IPv6 (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) forms of refused IPv4 addresses
+  'http://[::7f00:1]/',
+  'http://[::127.0.0.1]/',
+  'http://[::a9fe:a9fe]/latest/meta-data/',
+  'http://[::a00:1]/',
+  'http://[64:ff9b::7f00:1]/',
+  'http://[64:ff9b::a9fe:a9fe]/',
+  'http://[64:ff9b::c0a8:101]/',
+  'http://[2002:7f00:1::]/',
+  'http://[2002:a9fe:a9fe::1]/',
+  'http://[2002:a00:1:1::1]/',
+  // names that resolve to such forms
+  'http://compat.test/',
+  'http://nat64.test/',
+  'http://sixtofour.test/',
   // a name that resolves inside
   'http://internal.test/hook',
   // names internal by definition, refused even though they do not resolve here
@@ -79,6 +98,28 @@ const FORBIDDEN_TARGETS = [
 ];
 
 describe('SSRF guard', () => {
+  it('judges the IPv4 address inside IPv4-mapped, IPv4-compatible, NAT64 and 6to4 IPv6 forms', () => {
+    for (const inside of ['127.0.0.1', '10.0.0.1', '169.254.169.254', '192.168.1.1', '100.64.0.1', '0.0.0.0']) {
+      const [a, b, c, d] = inside.split('.').map(Number) as [number, number, number, number];
+      const high = ((a << 8) | b).toString(16);
+      const low = ((c << 8) | d).toString(16);
+      for (const form of [
+        `::ffff:${inside}`,
+        `::${inside}`,
+        `::${high}:${low}`,
+        `64:ff9b::${high}:${low}`,
+        `2002:${high}:${low}::1`,
+      ])
+        expect(isForbiddenAddress(form), form).toBe(true);
+    }
+    // The same forms of a public address reach that public host (NAT64 is how IPv6-only networks reach IPv4).
+    for (const form of ['::ffff:93.184.216.34', '64:ff9b::5db8:d822', '2002:5db8:d822::1'])
+      expect(isForbiddenAddress(form), form).toBe(false);
+    // Still judged as themselves: ::, ::1, Teredo and the local-use NAT64 prefix.
+    for (const form of ['::', '::1', '2001::1', '64:ff9b:1::5db8:d822'])
+      expect(isForbiddenAddress(form), form).toBe(true);
+  });
+
   it.each(FORBIDDEN_TARGETS)('refuses %s at subscribe time', async (target_url) => {
     const tenant = await createTenant(app);
     const body = expectProblem(
@@ -148,6 +189,20 @@ describe('SSRF guard', () => {
       await waitFor(
         async () => (await ext(app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json().length === 4,
       );
+      // IPv4-compatible, NAT64 and 6to4 forms of loopback are refused at connect time too.
+      let expected = 4;
+      for (const form of ['::7f00:1', '64:ff9b::7f00:1', '2002:7f00:1::1']) {
+        dns.set('rebind.test', [form]);
+        await createTask(app, tenant);
+        expected += 2;
+        const listed = await waitFor(async () => {
+          const all = (await ext(app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json();
+          return all.length === expected ? all : undefined;
+        });
+        expect(listed[0].status_code).toBeNull();
+        expect(listed[0].succeeded).toBe(false);
+        expect(listed[0].error).not.toBeNull();
+      }
       await sleep(200);
       expect(inbox.requests).toHaveLength(0);
     } finally {
