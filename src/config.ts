@@ -109,6 +109,8 @@ const envSchema = z.object({
   /** Webhooks a worker process sends at once: they mostly wait on receivers, so well above the CPU count. */
   HOOK_CONCURRENCY: positiveInt.max(1_000).default(50),
   HOOK_ALLOW_PRIVATE_TARGETS: booleanFromEnv.default(false),
+  /** Hooks a company may have, enabled or not (DECISIONS.md section 12.2). */
+  HOOK_MAX_PER_COMPANY: positiveInt.max(10_000).default(25),
   WORKERS: z
     .string()
     .transform((list) =>

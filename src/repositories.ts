@@ -24,17 +24,18 @@ export interface RepositoryOptions {
 /** One repository per collection; the only code that touches that collection. */
 export function createRepositories(db: Db, options: RepositoryOptions = {}) {
   const events = new EventsRepository(db, options.eventsRetentionDays);
+  const items = new ItemsRepository(db, events);
   return {
     events,
     companies: new CompaniesRepository(db),
     users: new UsersRepository(db),
     pipelines: new PipelinesRepository(db, options.changes?.pipelines),
     apiKeys: new ApiKeysRepository(db),
-    items: new ItemsRepository(db, events),
+    items,
     tasks: new TasksRepository(db, events),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
-    hooks: new HooksRepository(db, options.changes?.hooks),
+    hooks: new HooksRepository(db, options.changes?.hooks, (companyId, itemId) => items.pipelineOf(companyId, itemId)),
     deliveries: new DeliveriesRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),
   };

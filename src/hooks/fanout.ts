@@ -24,13 +24,13 @@ export interface FanOutDeps {
 }
 
 /**
- * Delivers the event to every enabled hook of its company subscribed to its type (or `*`), all at
- * once, inside the fan-out job: no second job per delivery on the common path. Only deliveries that
- * need a retry become jobs of their own. A re-run fan-out sends again (at least once).
+ * Delivers the event to every enabled hook of its company subscribed to its type (or `*`) whose
+ * filter it passes, all at once, inside the fan-out job: no second job per delivery on the common
+ * path. Only deliveries that need a retry become jobs of their own. A re-run fan-out sends again (at least once).
  */
 export async function fanOutEvent(event: EventEnvelope, deps: FanOutDeps): Promise<number> {
   if (!(await deps.claim(event.event_id))) return 0;
-  const hooks = await deps.hooks.enabledFor(event.company_id, event.type);
+  const hooks = await deps.hooks.enabledFor(event);
   await Promise.all(
     hooks.map((hook) =>
       deps.deliver(

@@ -27,6 +27,9 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
     hooks: app.repos.hooks,
     deliveries: app.repos.deliveries,
     guard: app.services.targetGuard,
+    pipelineExists: async (companyId, pipelineId) =>
+      (await app.repos.pipelines.findCached(companyId, pipelineId)) !== null,
+    maxHooksPerCompany: app.deps.config.HOOK_MAX_PER_COMPANY,
     async enqueueDelivery(data, jobId) {
       if (!deliveries) {
         deliveries = createQueue('deliveries', { connection: app.deps.redis, prefix: app.deps.config.QUEUE_PREFIX });
@@ -44,16 +47,17 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       config: {
         scope: 'hooks:manage',
-        referenceProblems: async (request) => {
-          const { target_url: targetUrl } = wellFormedFields(createHookBody, request.body, ['target_url']);
-          return targetUrl === undefined ? [] : hooks.targetProblems(targetUrl);
-        },
+        referenceProblems: async (request) =>
+          hooks.referenceProblems(
+            authOf(request).companyId,
+            wellFormedFields(createHookBody, request.body, ['target_url', 'filter']),
+          ),
       },
       schema: {
         tags,
-        summary: 'Subscribe a REST hook (the same target and event again returns that hook, re-enabled)',
+        summary: 'Subscribe a REST hook to one or more event types, optionally filtered to one pipeline',
         description:
-          'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks).',
+          'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks). The same target_url and event types again answer 409 hook_exists with that hook_id (re-enabled if it was disabled), never its secret. At most HOOK_MAX_PER_COMPANY (25) hooks per company.',
         body: createHookBody,
         response: { 201: createdHookSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
       },

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { EVENT_TYPES } from '../events/envelope.js';
 import { isoTimestampOutput, toIso } from '../shared/time.js';
+import { eventsOf, type HookDoc, type HookEvent } from './repository.js';
 import { DELIVERY_ERRORS, KEPT_RESPONSE_BYTES, type DeliveryError } from './sender.js';
 import type { ListedAttempt } from './deliveries.repository.js';
-import type { HookDoc } from './repository.js';
 
 export const HOOK_EVENTS = [...EVENT_TYPES, '*'] as const;
 
@@ -11,16 +11,38 @@ const example = {
   hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9',
   target_url: 'https://hooks.example.com/pipeline-records',
   event: 'task.created',
+  events: ['task.created', 'task.completed'],
+  filter: { pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d2' },
   created_at: '2026-11-20T08:00:00.000Z',
   disabled_at: null,
 };
+
+/** At most this many event types per hook (DECISIONS.md section 12.2). */
+export const MAX_HOOK_EVENTS = 10;
+
+const hookEvent = z.enum(HOOK_EVENTS);
+const hookFilter = z
+  .strictObject({
+    pipeline_id: z
+      .string()
+      .min(1)
+      .max(100)
+      .describe('Only item events of this pipeline, and task events whose item is in it'),
+  })
+  .describe('Which events of the subscribed types are delivered');
 
 /** One entity schema; the creation response adds the secret. */
 export const hookSchema = z
   .object({
     hook_id: z.string(),
     target_url: z.string(),
-    event: z.enum(HOOK_EVENTS).describe('The event type delivered, or * for every type'),
+    event: hookEvent.describe('The first of `events` (the single event type of the original subscribe call)'),
+    events: z
+      .array(hookEvent)
+      .min(1)
+      .max(MAX_HOOK_EVENTS)
+      .describe('The event types delivered, or ["*"] for every type'),
+    filter: hookFilter.nullable().describe('Which events of those types are delivered; null for all of them'),
     created_at: isoTimestampOutput,
     disabled_at: isoTimestampOutput
       .nullable()
@@ -28,14 +50,17 @@ export const hookSchema = z
   })
   .meta({ id: 'Hook', example });
 
-// Same fields as the entity, in the documented order, with the secret after `event`.
-const { hook_id, target_url, event, created_at, disabled_at } = hookSchema.shape;
+// Same fields as the entity, in the documented order, with the secret after `filter`.
+const { hook_id, target_url, event, events, filter, created_at, disabled_at } = hookSchema.shape;
+const secret = z.string().describe('Standard Webhooks signing secret (`whsec_...`)');
 export const createdHookSchema = z
   .object({
     hook_id,
     target_url,
     event,
-    secret: z.string().describe('Standard Webhooks signing secret (`whsec_...`); shown only in this response'),
+    events,
+    filter,
+    secret: secret.describe('Standard Webhooks signing secret (`whsec_...`); shown only here and on rotation'),
     created_at,
     disabled_at,
   })
@@ -47,13 +72,69 @@ export const createHookBody = z
       .url({ protocol: /^https?$/ })
       .max(2_000)
       .describe('http(s) URL that receives signed POSTs; private, loopback and metadata addresses are refused'),
-    event: z.enum(HOOK_EVENTS),
+    event: hookEvent.optional().describe('One event type, or * for every type (give this or `events`)'),
+    events: z
+      .array(hookEvent)
+      .min(1)
+      .max(MAX_HOOK_EVENTS)
+      .superRefine((types, ctx) => {
+        if (types.includes('*') && types.length > 1)
+          ctx.addIssue({ code: 'custom', message: '"*" stands alone: every type, or a list of types without it' });
+        if (new Set(types).size < types.length) ctx.addIssue({ code: 'custom', message: 'lists a type twice' });
+      })
+      .optional()
+      .describe(`1 to ${MAX_HOOK_EVENTS} event types, or ["*"] (give this or \`event\`)`),
+    filter: hookFilter.optional(),
   })
-  .meta({ example: { target_url: 'https://hooks.example.com/pipeline-records', event: 'task.created' } });
+  .superRefine((body, ctx) => {
+    if (body.event !== undefined && body.events !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['events'], message: 'give event or events, not both' });
+    if (body.event === undefined && body.events === undefined)
+      ctx.addIssue({ code: 'custom', path: ['events'], message: 'event or events is required' });
+  })
+  .meta({
+    example: {
+      target_url: 'https://hooks.example.com/pipeline-records',
+      events: ['task.created', 'task.completed'],
+      filter: { pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d2' },
+    },
+  });
 
 export type CreateHookBody = z.infer<typeof createHookBody>;
 
 const statusCode = z.number().int().min(100).max(999).nullable();
+/** The subscribed types of a valid body (one of `event` and `events` is there). */
+export function requestedEvents(body: CreateHookBody): HookEvent[] {
+  return body.events ?? [body.event!];
+}
+
+export const rotatedSecretSchema = z
+  .object({
+    hook_id,
+    secret: secret.describe('The new signing secret (`whsec_...`); shown only in this response'),
+    previous_secret_expires_at: isoTimestampOutput.describe(
+      'Until then deliveries carry a signature with each secret (space-separated in webhook-signature)',
+    ),
+  })
+  .meta({
+    id: 'HookSecretRotation',
+    example: {
+      hook_id: example.hook_id,
+      secret: 'whsec_Qh1Uf2e6Xr3KJmZC0b9vWl5nTqYpD7sA',
+      previous_secret_expires_at: '2026-11-21T08:00:00.000Z',
+    },
+  });
+
+export const hookPingSchema = z
+  .object({
+    hook_id,
+    event_id: z.string().describe('The hook.ping event sent: its webhook-id, and its entry in the deliveries list'),
+    status: z.literal('queued'),
+  })
+  .meta({
+    id: 'HookPing',
+    example: { hook_id: example.hook_id, event_id: 'evt_6740b7a1c2d3e4f5a6b7c8e0', status: 'queued' },
+  });
 
 export const deliveryAttemptSchema = z
   .object({
@@ -132,10 +213,13 @@ export type DeliveryAttemptResponse = z.infer<typeof deliveryAttemptSchema>;
 
 /** The one mapping from a stored hook to its API shape; the secret and failure bookkeeping never leave. */
 export function toHookResponse(doc: HookDoc): HookResponse {
+  const events = eventsOf(doc);
   return {
     hook_id: doc._id,
     target_url: doc.target_url,
-    event: doc.event,
+    event: events[0],
+    events,
+    filter: doc.filter ? { pipeline_id: doc.filter.pipeline_id } : null,
     created_at: toIso(doc.created_at),
     disabled_at: toIso(doc.disabled_at),
   };

@@ -1,7 +1,15 @@
-import { NotFoundError, UnavailableError, ValidationError, type FieldProblem } from '../shared/errors.js';
+import {
+  HookExistsError,
+  HookLimitReachedError,
+  NotFoundError,
+  UnavailableError,
+  ValidationError,
+  type FieldProblem,
+} from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import { hookDeliveryJobId } from './fanout.js';
 import {
+  requestedEvents,
   toAttemptResponse,
   toHookResponse,
   type CreateHookBody,
@@ -22,6 +30,10 @@ export interface HooksServiceDeps {
   hooks: HooksRepository;
   deliveries: DeliveriesRepository;
   guard: TargetGuard;
+  /** Whether a pipeline of the company exists (a filter may name only those). */
+  pipelineExists(companyId: string, pipelineId: string): Promise<boolean>;
+  /** HOOK_MAX_PER_COMPANY. */
+  maxHooksPerCompany: number;
   enqueueDelivery(data: DeliveryJob, jobId: string): Promise<void>;
 }
 
@@ -37,21 +49,65 @@ export class HooksService {
     return problem ? [{ path: 'target_url', message: problem }] : [];
   }
 
-  /** Subscribing again to the same target and event returns that hook (same id and secret), re-enabled. */
+  /** What a well-formed subscription may still get wrong: an internal target, a pipeline not of this company. */
+  async referenceProblems(
+    companyId: string,
+    body: { target_url?: string; filter?: { pipeline_id: string } },
+  ): Promise<FieldProblem[]> {
+    const pipelineProblem = async (): Promise<FieldProblem[]> =>
+      body.filter && !(await this.deps.pipelineExists(companyId, body.filter.pipeline_id))
+        ? [{ path: 'filter.pipeline_id', message: 'is not a pipeline of this company' }]
+        : [];
+    const [target, pipeline] = await Promise.all([
+      body.target_url === undefined ? [] : this.targetProblems(body.target_url),
+      pipelineProblem(),
+    ]);
+    return [...target, ...pipeline];
+  }
+
+  /**
+   * Creates the subscription and shows its secret, this once. The same target and event types again
+   * answer 409 hook_exists with that hook's id (re-enabled if it was disabled), never its secret.
+   *
+   * The per-company cap is checked after the insert as well as before: of concurrent subscribes that
+   * together pass the cap, each sees the others' inserts in its count and backs out, so the company
+   * never keeps more than the cap (a race at the cap can refuse both; a retry then gets one in).
+   */
   async subscribe(caller: Caller, body: CreateHookBody): Promise<CreatedHookResponse> {
-    ValidationError.throwIfAny(await this.targetProblems(body.target_url));
-    const hook = await this.deps.hooks.subscribe({
+    const companyId = caller.companyId;
+    ValidationError.throwIfAny(await this.referenceProblems(companyId, body));
+    const events = requestedEvents(body);
+    const max = this.deps.maxHooksPerCompany;
+    if ((await this.deps.hooks.count(companyId)) >= max) {
+      const same = await this.deps.hooks.findSame(companyId, body.target_url, events);
+      if (same) return this.exists(same);
+      throw new HookLimitReachedError(max);
+    }
+    const result = await this.deps.hooks.subscribe({
       _id: newId('hook'),
-      company_id: caller.companyId,
+      company_id: companyId,
       target_url: body.target_url,
-      event: body.event,
+      event: events[0],
+      events,
+      filter: body.filter ? { pipeline_id: body.filter.pipeline_id } : null,
       secret: newWebhookSecret(),
       created_at: new Date(),
       disabled_at: null,
       failing_since: null,
     });
-    const { hook_id, target_url, event, created_at, disabled_at } = toHookResponse(hook);
-    return { hook_id, target_url, event, secret: hook.secret, created_at, disabled_at };
+    if ('existing' in result) return this.exists(result.existing);
+    const hook = result.created;
+    if ((await this.deps.hooks.count(companyId)) > max) {
+      await this.deps.hooks.delete(companyId, hook._id);
+      throw new HookLimitReachedError(max);
+    }
+    const { hook_id, target_url, event, filter, created_at, disabled_at } = toHookResponse(hook);
+    return { hook_id, target_url, event, events, filter, secret: hook.secret, created_at, disabled_at };
+  }
+
+  private async exists(hook: HookDoc): Promise<never> {
+    if (hook.disabled_at) await this.deps.hooks.reenable(hook.company_id, hook._id); // subscribing again re-enables (section 9)
+    throw new HookExistsError(hook._id);
   }
 
   async unsubscribe(caller: Caller, hookId: string): Promise<void> {

@@ -164,6 +164,15 @@ export class ItemsRepository {
     );
   }
 
+  /** The pipeline of an item, archived or not (items never move between pipelines); null when unknown. */
+  async pipelineOf(companyId: string, itemId: string): Promise<string | null> {
+    const item = await this.collection.findOne(
+      { company_id: companyId, _id: itemId },
+      { projection: { pipeline_id: 1 } },
+    );
+    return item?.pipeline_id ?? null;
+  }
+
   /** Archives the item at the version that was read, with its item.deleted event in the same write. */
   async archive(current: ItemDoc, at: Date, events: EventEnvelope[]) {
     // Forgotten before and after: a check running meanwhile must not remember it as live.

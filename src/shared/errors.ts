@@ -98,6 +98,33 @@ export class ExternalIdTakenError extends AppError {
   }
 }
 
+/** A second subscription with the same target and event types (DECISIONS.md section 12.2): names the hook, never its secret. */
+export class HookExistsError extends AppError {
+  constructor(hookId: string) {
+    super(
+      409,
+      'hook_exists',
+      'Hook exists',
+      `Hook ${hookId} already sends these events to this target_url; rotate its secret if it was lost`,
+      { hook_id: hookId },
+    );
+  }
+}
+
+export class HookLimitReachedError extends AppError {
+  constructor(max: number) {
+    super(
+      400,
+      'hook_limit_reached',
+      'Hook limit reached',
+      `A company may have at most ${max} hooks; delete one first`,
+      {
+        max_hooks: max,
+      },
+    );
+  }
+}
+
 export class PreconditionFailedError extends AppError {
   /** `currentVersion` for items; a task has no version, only its ETag. */
   constructor(currentVersion?: number) {

@@ -154,11 +154,15 @@ describe('REST hook delivery', () => {
     expect(inbox.requests.map((request) => request.id)).toEqual([event.event_id]);
   });
 
-  it('subscribing again to the same target and event returns the same hook', async () => {
+  it('subscribing again to the same target and event answers 409 hook_exists naming the same hook', async () => {
     const tenant = await createTenant(t.app);
     const first = await subscribe(tenant, 'https://hooks.example.com/a');
-    const again = await subscribe(tenant, 'https://hooks.example.com/a');
-    expect(again).toEqual(first);
+    const again = await ext(t.app, tenant.key, 'POST', '/hooks', {
+      target_url: 'https://hooks.example.com/a',
+      event: 'task.created',
+    });
+    expect(again.statusCode).toBe(409);
+    expect(again.json()).toMatchObject({ code: 'hook_exists', hook_id: first.hook_id });
     const other = await subscribe(tenant, 'https://hooks.example.com/a', '*');
     expect(other.hook_id).not.toBe(first.hook_id);
     expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()).toHaveLength(2);

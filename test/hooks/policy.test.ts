@@ -183,8 +183,11 @@ describe('a hook that keeps failing', () => {
     });
     expect(sent).toHaveLength(0);
 
-    const again = (await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event: 'task.created' })).json();
-    expect(again).toMatchObject({ hook_id: hook.hook_id, disabled_at: null });
+    // Subscribing again answers 409 hook_exists (never the secret again) and re-enables the hook.
+    const again = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event: 'task.created' });
+    expect(again.statusCode).toBe(409);
+    expect(again.json()).toMatchObject({ code: 'hook_exists', hook_id: hook.hook_id });
+    expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()[0].disabled_at).toBeNull();
     expect(await fanOutEvent(buildEvent('task.created', tenant.companyId, {}), fanOutDeps)).toBe(1);
     expect(fannedOutTo).toEqual([hook.hook_id]);
   });

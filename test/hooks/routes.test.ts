@@ -21,10 +21,21 @@ describe('hook subscriptions', () => {
   it('create returns the secret once; the list never shows it', async () => {
     const tenant = await createTenant(t.app);
     const hook = await subscribe(tenant);
-    expect(Object.keys(hook)).toEqual(['hook_id', 'target_url', 'event', 'secret', 'created_at', 'disabled_at']);
+    expect(Object.keys(hook)).toEqual([
+      'hook_id',
+      'target_url',
+      'event',
+      'events',
+      'filter',
+      'secret',
+      'created_at',
+      'disabled_at',
+    ]);
     expect(hook).toMatchObject({
       target_url,
       event: 'task.created',
+      events: ['task.created'],
+      filter: null,
       disabled_at: null,
       created_at: expect.stringMatching(/\.\d{3}Z$/),
     });
