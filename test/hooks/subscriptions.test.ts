@@ -88,17 +88,21 @@ describe('hooks per company (issue 16, finding 4)', () => {
 
   it('concurrent subscribes never leave more than the cap', async () => {
     const tenant = await createTenant(t.app);
+    for (let n = 0; n < 3; n++) await subscribe(tenant, { target_url: `${target_url}?before=${n}`, event: '*' });
+    const body = (n: number) => ({ target_url: `${target_url}?race=${n}`, event: '*' });
     const answers = await Promise.all(
-      Array.from({ length: 12 }, (_, n) =>
-        ext(t.app, tenant.key, 'POST', '/hooks', { target_url: `${target_url}?race=${n}`, event: '*' }),
-      ),
+      Array.from({ length: 8 }, (_, n) => ext(t.app, tenant.key, 'POST', '/hooks', body(n))),
     );
-    const created = answers.filter((answer) => answer.statusCode === 201).length;
     for (const answer of answers) expect([201, 400]).toContain(answer.statusCode);
+    const created = answers.filter((answer) => answer.statusCode === 201).length;
     const kept = (await ext(t.app, tenant.key, 'GET', '/hooks')).json();
-    expect(kept).toHaveLength(created);
+    expect(kept).toHaveLength(3 + created);
     expect(kept.length).toBeLessThanOrEqual(5);
-    expect(kept.length).toBeGreaterThan(0);
+    // A race at the cap may refuse more than it had to (each backs out on seeing the others); retried
+    // one at a time, the refused ones fill the cap exactly.
+    const refused = answers.flatMap((answer, n) => (answer.statusCode === 400 ? [n] : []));
+    for (const n of refused) await ext(t.app, tenant.key, 'POST', '/hooks', body(n));
+    expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()).toHaveLength(5);
   });
 });
 
