@@ -17,6 +17,15 @@ export type EventType = (typeof EVENT_TYPES)[number];
 export const TASK_EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue'] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPES)[number];
 
+/**
+ * The test event of `POST /v1/ext/hooks/{hook_id}/test`: sent to that one hook through the normal
+ * signed delivery, never recorded as a company event (not in the events feed, no automation sees it).
+ */
+export const HOOK_PING = 'hook.ping';
+/** Every type a webhook delivery can carry. */
+export const WEBHOOK_EVENT_TYPES = [...EVENT_TYPES, HOOK_PING] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
 export type Changes = Record<string, { from: unknown; to: unknown }>;
 
 /**
@@ -34,6 +43,9 @@ export interface EventEnvelope extends EventTraceContext {
   /** How many automations led to this event; automations stop at MAX_AUTOMATION_DEPTH. */
   depth?: number;
 }
+
+/** What a webhook carries: a company event, or a hook's test ping (same envelope). */
+export type WebhookEnvelope = Omit<EventEnvelope, 'type'> & { type: WebhookEventType };
 
 export const eventEnvelopeSchema = z
   .object({

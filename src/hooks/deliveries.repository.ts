@@ -1,6 +1,6 @@
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
-import type { EventEnvelope, EventType } from '../events/envelope.js';
+import type { WebhookEnvelope, WebhookEventType } from '../events/envelope.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
 
@@ -26,8 +26,8 @@ export interface DeliveryDoc {
   hook_id: string | null;
   automation_id: string | null;
   event_id: string;
-  event_type: EventType;
-  event: EventEnvelope;
+  event_type: WebhookEventType;
+  event: WebhookEnvelope;
   /** The latest attempts of this delivery, oldest first (capped). */
   attempts: DeliveryAttempt[];
   /** When the next attempt is due (null or absent when none will follow), and the job that makes it. */
@@ -44,13 +44,13 @@ export type DeliveryTarget = { hook_id: string; automation_id: null } | { hook_i
 export interface AttemptRecord {
   key: string;
   target: DeliveryTarget;
-  event: EventEnvelope;
+  event: WebhookEnvelope;
   attempt: DeliveryAttempt;
   /** The job that makes this delivery's attempts: kept so the reconciler can schedule the next one again. */
   job: { id: string; target: DeliveryJob['target'] };
 }
 
-export type ListedAttempt = DeliveryAttempt & { event_id: string; event_type: EventType };
+export type ListedAttempt = DeliveryAttempt & { event_id: string; event_type: WebhookEventType };
 
 /** Attempts kept per delivery (retries plus redeliveries); history per hook is bounded by the list limit and the TTL. */
 const ATTEMPTS_PER_DELIVERY = 50;
@@ -117,7 +117,7 @@ export class DeliveriesRepository {
       .slice(0, limit);
   }
 
-  async findHookEvent(companyId: string, hookId: string, eventId: string): Promise<EventEnvelope | null> {
+  async findHookEvent(companyId: string, hookId: string, eventId: string): Promise<WebhookEnvelope | null> {
     const doc = await this.deliveries.findOne(
       { _id: hookDeliveryKey(hookId, eventId), company_id: companyId, hook_id: hookId },
       { projection: { event: 1 } },

@@ -1,6 +1,6 @@
 import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
 import { DISABLE_AFTER_FAILING_MS, retryDelay, type RetryPolicy } from './retry-policy.js';
-import { signedHeaders, webhookBody } from './signing.js';
+import { signedHeaders, signingSecrets, webhookBody } from './signing.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { HookDoc, HooksRepository } from './repository.js';
@@ -28,7 +28,8 @@ export type DeliveryOutcome =
 
 interface Target {
   url: string;
-  secret: string;
+  /** Several during a hook's secret rotation: one signature each. */
+  secret: string | string[];
   /** Id of the delivery record the attempt is added to. */
   key: string;
   /** The hook has failed since its last success (so a success must reset that). */
@@ -61,7 +62,7 @@ async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: D
   if (hook.disabled_at) return 'hook disabled';
   return {
     url: hook.target_url,
-    secret: hook.secret,
+    secret: signingSecrets(hook, deps.now?.() ?? new Date()),
     key: hookDeliveryKey(hook._id, event.event_id),
     failing: hook.failing_since !== null,
     owner: { hook_id: hook._id, automation_id: null },

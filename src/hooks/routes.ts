@@ -8,8 +8,10 @@ import {
   createdHookSchema,
   createHookBody,
   deliveryAttemptSchema,
+  hookPingSchema,
   hookSchema,
   redeliverySchema,
+  rotatedSecretSchema,
   toHookResponse,
 } from './schemas.js';
 import { HooksService } from './service.js';
@@ -104,6 +106,38 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
       await hooks.unsubscribe(authOf(request), request.params.hook_id);
       return reply.code(204).send(null);
     },
+  );
+
+  app.post(
+    '/hooks/:hook_id/rotate-secret',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Rotate the signing secret: the new one is shown once; both sign for 24 h',
+        description:
+          'Until previous_secret_expires_at every delivery carries two signatures in webhook-signature (space-separated, one per secret), so receivers verify with either; then only the new secret signs. Rotating again within those 24 h stops the oldest secret at once (at most two are valid).',
+        params: hookParams,
+        response: { 200: rotatedSecretSchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+      },
+    },
+    async (request) => hooks.rotateSecret(authOf(request), request.params.hook_id),
+  );
+
+  app.post(
+    '/hooks/:hook_id/test',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Send a hook.ping event to the hook through the normal signed delivery',
+        description:
+          'The ping (`data: { hook_id }`) is signed, retried and listed in the deliveries like any event; a disabled hook is re-enabled.',
+        params: hookParams,
+        response: { 202: hookPingSchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+      },
+    },
+    async (request, reply) => reply.code(202).send(await hooks.ping(authOf(request), request.params.hook_id)),
   );
 
   app.get(

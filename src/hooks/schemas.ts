@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EVENT_TYPES } from '../events/envelope.js';
+import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../events/envelope.js';
 import { isoTimestampOutput, toIso } from '../shared/time.js';
 import { eventsOf, type HookDoc, type HookEvent } from './repository.js';
 import { DELIVERY_ERRORS, KEPT_RESPONSE_BYTES, type DeliveryError } from './sender.js';
@@ -139,7 +139,7 @@ export const hookPingSchema = z
 export const deliveryAttemptSchema = z
   .object({
     event_id: z.string().describe('Also the webhook-id header of the delivery'),
-    event_type: z.enum(EVENT_TYPES),
+    event_type: z.enum(WEBHOOK_EVENT_TYPES),
     attempt: z
       .number()
       .int()
@@ -210,6 +210,8 @@ export const redeliverySchema = z
 export type HookResponse = z.infer<typeof hookSchema>;
 export type CreatedHookResponse = z.infer<typeof createdHookSchema>;
 export type DeliveryAttemptResponse = z.infer<typeof deliveryAttemptSchema>;
+export type RotatedSecretResponse = z.infer<typeof rotatedSecretSchema>;
+export type HookPingResponse = z.infer<typeof hookPingSchema>;
 
 /** The one mapping from a stored hook to its API shape; the secret and failure bookkeeping never leave. */
 export function toHookResponse(doc: HookDoc): HookResponse {

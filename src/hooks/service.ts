@@ -1,3 +1,4 @@
+import { HOOK_PING, type WebhookEnvelope } from '../events/envelope.js';
 import {
   HookExistsError,
   HookLimitReachedError,
@@ -15,8 +16,10 @@ import {
   type CreateHookBody,
   type CreatedHookResponse,
   type DeliveryAttemptResponse,
+  type HookPingResponse,
+  type RotatedSecretResponse,
 } from './schemas.js';
-import { newWebhookSecret } from './signing.js';
+import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
 import type { AuthContext } from '../auth/authenticator.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
@@ -122,6 +125,35 @@ export class HooksService {
     );
   }
 
+  /**
+   * A new signing secret, shown this once; the current one keeps signing next to it for 24 h. A
+   * secret kept from an earlier rotation stops at once, so at most two sign at any time.
+   */
+  async rotateSecret(caller: Caller, hookId: string): Promise<RotatedSecretResponse> {
+    const expiresAt = new Date(Date.now() + SECRET_ROTATION_OVERLAP_MS);
+    const hook = await this.deps.hooks.rotateSecret(caller.companyId, hookId, newWebhookSecret(), expiresAt);
+    if (!hook) throw new NotFoundError('Hook');
+    return { hook_id: hook._id, secret: hook.secret, previous_secret_expires_at: expiresAt.toISOString() };
+  }
+
+  /**
+   * Sends a `hook.ping` event (`data: { hook_id }`) to the hook through the normal signed delivery;
+   * it is listed with the hook's deliveries. Like a redelivery, it re-enables a disabled hook.
+   */
+  async ping(caller: Caller, hookId: string): Promise<HookPingResponse> {
+    const hook = await this.find(caller, hookId);
+    const event: WebhookEnvelope = {
+      event_id: newId('event'),
+      type: HOOK_PING,
+      company_id: caller.companyId,
+      occurred_at: new Date().toISOString(),
+      data: { hook_id: hookId },
+    };
+    if (hook.disabled_at) await this.deps.hooks.reenable(caller.companyId, hookId);
+    await this.enqueue({ event, target: { kind: 'hook', hook_id: hookId } }, hookDeliveryJobId(hookId, event.event_id));
+    return { hook_id: hookId, event_id: event.event_id, status: 'queued' };
+  }
+
   /** Sends a recorded event to the hook again (same webhook-id) and re-enables a disabled hook. */
   async redeliver(
     caller: Caller,
@@ -132,15 +164,19 @@ export class HooksService {
     const event = await this.deps.deliveries.findHookEvent(caller.companyId, hookId, eventId);
     if (!event) throw new NotFoundError('Delivery');
     if (hook.disabled_at) await this.deps.hooks.reenable(caller.companyId, hookId);
+    await this.enqueue(
+      { event, target: { kind: 'hook', hook_id: hookId } },
+      hookDeliveryJobId(hookId, eventId, `redeliver-${Date.now()}`),
+    );
+    return { hook_id: hookId, event_id: eventId, status: 'queued' };
+  }
+
+  private async enqueue(job: DeliveryJob, jobId: string): Promise<void> {
     try {
-      await this.deps.enqueueDelivery(
-        { event, target: { kind: 'hook', hook_id: hookId } },
-        hookDeliveryJobId(hookId, eventId, `redeliver-${Date.now()}`),
-      );
+      await this.deps.enqueueDelivery(job, jobId);
     } catch {
       throw new UnavailableError('The delivery queue is unreachable; retry shortly');
     }
-    return { hook_id: hookId, event_id: eventId, status: 'queued' };
   }
 
   private async find(caller: Caller, hookId: string): Promise<HookDoc> {

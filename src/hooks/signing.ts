@@ -1,30 +1,52 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { publicEnvelope, type EventEnvelope } from '../events/envelope.js';
+import type { WebhookEnvelope } from '../events/envelope.js';
 
 /** `whsec_` + base64 of 24 random bytes: the Standard Webhooks secret format receivers' libraries accept. */
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
+/** How long the secret before a rotation keeps signing next to the new one (DECISIONS.md section 12.2). */
+export const SECRET_ROTATION_OVERLAP_MS = 24 * 3600 * 1000;
+
+/** The secrets of a hook that sign now: the current one, and the one before the last rotation until it expires. */
+export function signingSecrets(
+  hook: { secret: string; previous_secret?: string | null; previous_secret_expires_at?: Date | null },
+  now: Date,
+): string[] {
+  const { secret, previous_secret: previous, previous_secret_expires_at: expiresAt } = hook;
+  return previous && expiresAt && expiresAt > now ? [secret, previous] : [secret];
+}
+
 /** What a receiver gets: the envelope without internal bookkeeping (automation `depth`, trace context). */
-export function webhookBody(event: EventEnvelope): string {
-  return JSON.stringify(publicEnvelope(event));
+export function webhookBody(event: WebhookEnvelope): string {
+  const { depth: _depth, traceparent: _traceparent, tracestate: _tracestate, ...payload } = event;
+  return JSON.stringify(payload);
 }
 
 /**
  * Standard Webhooks headers for one attempt: `v1,` + base64 HMAC-SHA256 over `${id}.${timestamp}.${body}`
- * keyed with the secret's decoded bytes. node:crypto rather than the `standardwebhooks` package's
- * pure-JavaScript HMAC (4% of a hooks worker's CPU); the tests verify every signature with that package.
+ * keyed with the secret's decoded bytes; with several secrets (during a rotation) one signature each,
+ * space-separated, as the specification allows: a receiver holding either secret verifies.
+ * node:crypto rather than the `standardwebhooks` package's pure-JavaScript HMAC (4% of a hooks
+ * worker's CPU); the tests verify every signature with that package.
  */
-export function signedHeaders(secret: string, messageId: string, body: string, at: Date): Record<string, string> {
+export function signedHeaders(
+  secrets: string | readonly string[],
+  messageId: string,
+  body: string,
+  at: Date,
+): Record<string, string> {
   const timestamp = String(Math.floor(at.getTime() / 1000));
-  const key = Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64');
-  const signature = createHmac('sha256', key).update(`${messageId}.${timestamp}.${body}`).digest('base64');
+  const signatures = (typeof secrets === 'string' ? [secrets] : secrets).map((secret) => {
+    const key = Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64');
+    return `v1,${createHmac('sha256', key).update(`${messageId}.${timestamp}.${body}`).digest('base64')}`;
+  });
   return {
     'content-type': 'application/json',
     'user-agent': 'pipeline-records-webhooks/1',
     'webhook-id': messageId,
     'webhook-timestamp': timestamp,
-    'webhook-signature': `v1,${signature}`,
+    'webhook-signature': signatures.join(' '),
   };
 }

@@ -9,12 +9,12 @@ import {
 } from 'bullmq';
 import { jobTraceMetadata } from '../telemetry/events.js';
 import { queueTelemetry } from '../telemetry/state.js';
-import type { EventEnvelope } from '../events/envelope.js';
+import type { EventEnvelope, WebhookEnvelope } from '../events/envelope.js';
 import type { Logger } from './logger.js';
 
 /** A webhook to send: for a REST hook subscription or an automation's `webhook` action. */
 export interface DeliveryJob {
-  event: EventEnvelope;
+  event: WebhookEnvelope;
   target: { kind: 'hook'; hook_id: string } | { kind: 'automation'; automation_id: string; url: string };
   /** Attempts made before this job existed (the fan-out's first one), so the numbering carries on. */
   attempts_before?: number;

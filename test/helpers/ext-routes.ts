@@ -54,6 +54,8 @@ export const EXT_ROUTES: ExtRouteCase[] = [
     scope: 'hooks:manage',
     url: (t) => `/hooks/${t.hookId}/deliveries/evt_000000000000000000000000/redeliver`,
   },
+  { method: 'POST', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}/rotate-secret` },
+  { method: 'POST', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}/test` },
   { method: 'DELETE', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}` },
   { method: 'DELETE', scope: 'items:write', url: (t) => `/items/${t.spareItemId}` },
   { method: 'DELETE', scope: 'tasks:write', url: (t) => `/tasks/${t.spareTaskId}` },

@@ -72,12 +72,16 @@ export function responseProblems(response: ResponseLike, context: CheckContext):
     if (ALWAYS_INTERNAL.has(key) || (context.api === 'ext' && key === 'company_id'))
       problems.push(`internal field "${key}" in the body`);
   }
+  // A hook's secret is shown at creation and on rotation, and nowhere else (DECISIONS.md section 12.2).
   const createsHook =
     context.api === 'ext' && context.method === 'POST' && context.route === '/v1/ext/hooks' && status === 201;
+  const rotatesSecret =
+    context.api === 'ext' && context.route === '/v1/ext/hooks/:hook_id/rotate-secret' && status === 200;
   // The admin API hands out the company's automation signing secret on purpose, and only there.
   const showsAutomationSecret =
     context.api === 'admin' && context.route.endsWith('/automation-webhook-secret') && status === 200;
-  if (body.includes('whsec_') && !createsHook && !showsAutomationSecret) problems.push('a webhook secret in the body');
+  if (body.includes('whsec_') && !createsHook && !rotatesSecret && !showsAutomationSecret)
+    problems.push('a webhook secret in the body');
   if (STACK_TRACE.test(body)) problems.push('a stack trace in the body');
   if (DRIVER_MESSAGE.test(body)) problems.push('a database driver message in the body');
   const leaked = context.foreignMarkers.filter((marker) => body.includes(marker));
