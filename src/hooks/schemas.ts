@@ -104,8 +104,9 @@ export type CreateHookBody = z.infer<typeof createHookBody>;
 
 const statusCode = z.number().int().min(100).max(999).nullable();
 /** The subscribed types of a valid body (one of `event` and `events` is there). */
-export function requestedEvents(body: CreateHookBody): HookEvent[] {
-  return body.events ?? [body.event!];
+export function requestedEvents(body: CreateHookBody): [HookEvent, ...HookEvent[]] {
+  const [first = body.event!, ...rest] = body.events ?? [];
+  return [first, ...rest];
 }
 
 export const rotatedSecretSchema = z
@@ -219,7 +220,7 @@ export function toHookResponse(doc: HookDoc): HookResponse {
   return {
     hook_id: doc._id,
     target_url: doc.target_url,
-    event: events[0],
+    event: events[0] ?? doc.event,
     events,
     filter: doc.filter ? { pipeline_id: doc.filter.pipeline_id } : null,
     created_at: toIso(doc.created_at),

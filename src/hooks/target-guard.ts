@@ -18,15 +18,14 @@ export const systemResolver: Resolver = async (hostname) =>
  * (`64:ff9b::a.b.c.d`, RFC 6052) and 6to4 (`2002:AABB:CCDD::/16`, RFC 3056).
  */
 function embeddedIPv4(address: ipaddr.IPv6): ipaddr.IPv4 | undefined {
-  const parts = address.parts;
+  const [p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0, p5 = 0, p6 = 0, p7 = 0] = address.parts;
   const v4 = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
   if (address.isIPv4MappedAddress()) return address.toIPv4Address();
-  const zeroPrefix = parts.slice(0, 6).every((part) => part === 0);
+  const zeroMiddle = p2 === 0 && p3 === 0 && p4 === 0 && p5 === 0;
   // :: and ::1 are judged as themselves (unspecified, loopback); anything else in ::/96 is ::a.b.c.d.
-  if (zeroPrefix && (parts[6] !== 0 || parts[7] > 1)) return v4(parts[6], parts[7]);
-  if (parts[0] === 0x64 && parts[1] === 0xff9b && parts.slice(2, 6).every((part) => part === 0))
-    return v4(parts[6], parts[7]);
-  if (parts[0] === 0x2002) return v4(parts[1], parts[2]);
+  if (p0 === 0 && p1 === 0 && zeroMiddle && (p6 !== 0 || p7 > 1)) return v4(p6, p7);
+  if (p0 === 0x64 && p1 === 0xff9b && zeroMiddle) return v4(p6, p7);
+  if (p0 === 0x2002) return v4(p1, p2);
   return undefined;
 }
 

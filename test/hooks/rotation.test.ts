@@ -82,7 +82,7 @@ describe('test ping', () => {
     });
     expect(listed[0]).toMatchObject({ event_id, event_type: 'hook.ping', attempt: 1, succeeded: true });
     // A ping is no company event: the events feed does not show it.
-    const feed = (await ext(t.app, tenant.key, 'GET', '/events')).json() as Array<{ type: string }>;
+    const feed = (await ext(t.app, tenant.key, 'GET', '/events')).json<Array<{ type: string }>>();
     expect(feed.map((event) => event.type)).not.toContain('hook.ping');
   });
 });
