@@ -189,7 +189,8 @@ export class HooksRepository {
   /** The pipeline an event belongs to: an item's own, a task's item's (null for a task without an item). */
   private async pipelineOfEvent(event: Pick<EventEnvelope, 'company_id' | 'type' | 'data'>): Promise<string | null> {
     const { data } = event;
-    if (event.type.startsWith('item.')) return typeof data.pipeline_id === 'string' ? data.pipeline_id : null;
+    // An item in API shape names its pipeline `pipeline`.
+    if (event.type.startsWith('item.')) return typeof data.pipeline === 'string' ? data.pipeline : null;
     return typeof data.item_id === 'string' ? this.itemPipeline(event.company_id, data.item_id) : null;
   }
 
