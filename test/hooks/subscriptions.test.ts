@@ -212,9 +212,7 @@ describe('events and filter (issue 19)', () => {
     ]);
     // Item events carry the item in API shape: its pipeline is `pipeline`.
     expect(await matched('item.updated', item)).toEqual([all.hook_id, filtered.hook_id]);
-    expect(await matched('item.updated', { ...item, pipeline: 'pip_000000000000000000000000' })).toEqual([
-      all.hook_id,
-    ]);
+    expect(await matched('item.updated', { ...item, pipeline: 'pip_000000000000000000000000' })).toEqual([all.hook_id]);
     expect(await matched('task.overdue', { task_id: 'tsk_1', item_id: null })).toEqual([all.hook_id]);
   });
 
