@@ -44,6 +44,14 @@ export interface EventEnvelope extends EventTraceContext {
   depth?: number;
 }
 
+/** The OpenAPI component naming one event type's webhook payload: `task.updated` → `TaskUpdatedEvent`. */
+export function webhookSchemaId(type: WebhookEventType): string {
+  return `${type
+    .split('.')
+    .map((word) => word.charAt(0).toUpperCase() + word.slice(1))
+    .join('')}Event`;
+}
+
 /** What a webhook carries: a company event, or a hook's test ping (same envelope). */
 export type WebhookEnvelope = Omit<EventEnvelope, 'type'> & { type: WebhookEventType };
 

@@ -1,4 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
+import { writeWebhookPayload } from './payloads.js';
 import type { WebhookEnvelope } from '../events/envelope.js';
 
 /** `whsec_` + base64 of 24 random bytes: the Standard Webhooks secret format receivers' libraries accept. */
@@ -18,10 +19,12 @@ export function signingSecrets(
   return previous && expiresAt && expiresAt > now ? [secret, previous] : [secret];
 }
 
-/** What a receiver gets: the envelope without internal bookkeeping (automation `depth`, trace context). */
+/**
+ * What a receiver gets: the envelope written by its type's payload schema (the one the OpenAPI
+ * `webhooks` show), so without internal bookkeeping (automation `depth`, trace context).
+ */
 export function webhookBody(event: WebhookEnvelope): string {
-  const { depth: _depth, traceparent: _traceparent, tracestate: _tracestate, ...payload } = event;
-  return JSON.stringify(payload);
+  return writeWebhookPayload(event);
 }
 
 /**

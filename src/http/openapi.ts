@@ -1,6 +1,6 @@
 import fastifySwagger from '@fastify/swagger';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { EVENT_TYPES } from '../events/envelope.js';
+import { WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../events/envelope.js';
 import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import { operationIdOf } from './operation-ids.js';
 import { PROBLEM_CONTENT_TYPE } from './problem.js';
@@ -226,18 +226,19 @@ function decorateDocument(document: Json): Json {
     }
   }
   document.components = { ...document.components, headers: COMPONENT_HEADERS };
+  // One entry per type a delivery can carry, each with its own payload schema (src/hooks/payloads.ts).
   document.webhooks = Object.fromEntries(
-    EVENT_TYPES.map((type) => [
+    WEBHOOK_EVENT_TYPES.map((type) => [
       type,
       {
         post: {
-          operationId: `on${type
-            .split('.')
-            .map((word) => word.charAt(0).toUpperCase() + word.slice(1))
-            .join('')}`,
-          summary: `${type} delivered to a REST hook`,
+          operationId: `on${webhookSchemaId(type).replace(/Event$/, '')}`,
+          summary:
+            type === 'hook.ping'
+              ? 'hook.ping sent by POST /v1/ext/hooks/{hook_id}/test'
+              : `${type} delivered to a REST hook`,
           description:
-            'Signed per Standard Webhooks; verify webhook-signature before trusting the body. Answer 2xx; 410 unsubscribes.',
+            'Signed per Standard Webhooks; verify webhook-signature before trusting the body, dedupe by webhook-id. Answer 2xx quickly; 410 deletes the hook; anything else is retried.',
           parameters: [
             {
               name: 'webhook-id',
@@ -258,15 +259,21 @@ function decorateDocument(document: Json): Json {
               in: 'header',
               required: true,
               schema: { type: 'string' },
-              description: '`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`',
+              description:
+                '`v1,` + base64 HMAC-SHA256 of `id.timestamp.body`, one per valid secret, space-separated (two for 24 h after a secret rotation)',
             },
           ],
           requestBody: {
             required: true,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/Event' } } },
+            content: {
+              'application/json': { schema: { $ref: `#/components/schemas/${webhookSchemaId(type)}` } },
+            },
           },
           security: [],
-          responses: { '200': { description: 'Received' }, '410': { description: 'Gone: the hook is deleted' } },
+          responses: {
+            '200': { description: 'Received (any 2xx)' },
+            '410': { description: 'Gone: the hook is deleted' },
+          },
         },
       },
     ]),

@@ -11,6 +11,7 @@ import { ensureIndexes } from '../../src/repositories.js';
 import { createQueue, EVENT_QUEUES } from '../../src/shared/queues.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { createTestEnv, startTestWorkers } from '../helpers/app.js';
+import { taskData } from '../helpers/events.js';
 import { admin, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { killHard, spawnWorker, stopGracefully } from '../helpers/processes.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -71,15 +72,19 @@ afterEach(async () => {
 /** task.created events as the API records them, `calls` of them of task_type call. */
 function taskEvents(tenant: Tenant, count: number, calls = 0): EventEnvelope[] {
   return Array.from({ length: count }, (_, i) =>
-    buildEvent('task.created', tenant.companyId, {
-      task_id: `tsk_durable_${i}`,
-      title: `event ${i}`,
-      assigned_to: tenant.userId,
-      created_by: tenant.userId,
-      item_id: null,
-      task_type: i < calls ? 'call' : 'to_do',
-      priority: 'none',
-    }),
+    buildEvent(
+      'task.created',
+      tenant.companyId,
+      taskData({
+        task_id: `tsk_durable_${i}`,
+        title: `event ${i}`,
+        assigned_to: tenant.userId,
+        created_by: tenant.userId,
+        item_id: null,
+        task_type: i < calls ? 'call' : 'to_do',
+        priority: 'none',
+      }),
+    ),
   );
 }
 

@@ -3,6 +3,7 @@ import { buildEvent } from '../../src/events/envelope.js';
 import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
+import { taskData } from '../helpers/events.js';
 import { admin, createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { Receiver, verifyWebhook } from './receiver.js';
@@ -139,7 +140,7 @@ describe('REST hook delivery', () => {
     const tenant = await createTenant(t.app);
     const inbox = await receiver();
     await subscribe(tenant, inbox.url());
-    const event = buildEvent('task.created', tenant.companyId, { task_id: 'tsk_copied' });
+    const event = buildEvent('task.created', tenant.companyId, taskData({ task_id: 'tsk_copied' }));
     const fanout = createQueue('hook-fanout', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
     await fanout.addBulk(
       ['copy-1', 'copy-2'].map((id) => ({ name: event.type, data: event, opts: { jobId: `${id}-${event.event_id}` } })),

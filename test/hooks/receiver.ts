@@ -1,6 +1,31 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { Webhook } from 'standardwebhooks';
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../src/events/envelope.js';
+import { webhookPayloadSchema } from '../../src/hooks/payloads.js';
 import type { AddressInfo } from 'node:net';
+
+const ENVELOPE_KEYS = new Set(['event_id', 'type', 'company_id', 'occurred_at', 'data', 'changes']);
+
+/**
+ * Why a delivered body does not match its event type's payload schema (the one the OpenAPI
+ * `webhooks` declare), or undefined when it does. Every request a Receiver gets is judged.
+ */
+export function payloadViolation(body: string): string | undefined {
+  let payload: unknown;
+  try {
+    payload = JSON.parse(body);
+  } catch {
+    return 'the body is not JSON';
+  }
+  if (!payload || typeof payload !== 'object') return 'the body is not a JSON object';
+  const { type } = payload as { type?: unknown };
+  if (!(WEBHOOK_EVENT_TYPES as readonly unknown[]).includes(type)) return `unknown event type ${String(type)}`;
+  const extra = Object.keys(payload).filter((key) => !ENVELOPE_KEYS.has(key));
+  if (extra.length > 0) return `${String(type)}: undeclared envelope keys ${extra.join(', ')}`;
+  const parsed = webhookPayloadSchema(type as WebhookEventType).safeParse(payload);
+  if (parsed.success) return undefined;
+  return `${String(type)}: ${parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`).join('; ')}`;
+}
 
 export interface Received {
   id: string;
@@ -18,6 +43,8 @@ export type Answer =
 /** A real HTTP webhook receiver on 127.0.0.1 that records every request. */
 export class Receiver {
   readonly requests: Received[] = [];
+  /** Bodies that do not match their event type's payload schema; `close()` fails when there are any. */
+  readonly violations: string[] = [];
   answer: (request: Received, index: number) => Answer = () => 200;
   private readonly hanging = new Set<ServerResponse>();
 
@@ -37,6 +64,8 @@ export class Receiver {
             remotePort: req.socket.remotePort,
           };
           const index = receiver.requests.push(received) - 1;
+          const violation = payloadViolation(received.body);
+          if (violation) receiver.violations.push(violation);
           const answer = receiver.answer(received, index);
           if (answer === 'hang') return void receiver.hanging.add(res);
           if (answer === 'reset') return void req.socket.resetAndDestroy();
@@ -65,10 +94,13 @@ export class Receiver {
     return counts;
   }
 
+  /** Stops the server; throws when any body it received did not match its event type's schema. */
   async close(): Promise<void> {
     for (const res of this.hanging) res.destroy();
     this.server.closeAllConnections();
     await new Promise((resolve) => this.server.close(resolve));
+    if (this.violations.length > 0)
+      throw new Error(`webhook bodies that do not match their schema: ${this.violations.slice(0, 5).join(' | ')}`);
   }
 }
 
