@@ -9,7 +9,17 @@ import { waitFor } from '../helpers/wait.js';
 import { Receiver } from './receiver.js';
 
 const TIMEOUT_MS = 400;
-const request = { headers: { 'content-type': 'application/json' }, body: '{}' };
+// A well-formed webhook body: the Receiver judges every body it gets against its event type's schema.
+const request = {
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({
+    event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',
+    type: 'hook.ping',
+    company_id: 'cmp_6740b7a1c2d3e4f5a6b7c8d0',
+    occurred_at: '2026-11-20T08:00:00.000Z',
+    data: { hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9' },
+  }),
+};
 
 /** Everything a tenant could read in an attempt, to check no address or system text is in it. */
 function expectNoNetworkDetails(shown: unknown) {
