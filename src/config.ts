@@ -106,6 +106,8 @@ const envSchema = z.object({
     )
     .optional(),
   HOOK_TIMEOUT_MS: positiveInt.default(10_000),
+  /** Deliveries to one hook in flight at once, per worker process (DECISIONS.md section 12.2, fairness). */
+  HOOK_MAX_IN_FLIGHT_PER_HOOK: positiveInt.max(100).default(4),
   /** Webhooks a worker process sends at once: they mostly wait on receivers, so well above the CPU count. */
   HOOK_CONCURRENCY: positiveInt.max(1_000).default(50),
   HOOK_ALLOW_PRIVATE_TARGETS: booleanFromEnv.default(false),

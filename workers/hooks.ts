@@ -1,7 +1,9 @@
 import { DelayedError, UnrecoverableError } from 'bullmq';
 import { ConsumerProgress } from '../src/events/progress.js';
-import { deliverWebhook, type DeliveryDeps } from '../src/hooks/delivery.js';
+import { hookDeliveryKey, type AttemptRecord } from '../src/hooks/deliveries.repository.js';
+import { deliverWebhook, type DeliveryDeps, type DeliveryOutcome } from '../src/hooks/delivery.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
+import { HookLanes } from '../src/hooks/lanes.js';
 import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { TargetGuard } from '../src/hooks/target-guard.js';
@@ -11,7 +13,7 @@ import { Coalescer } from '../src/shared/coalesce.js';
 import { observeDeliveryAttempt } from '../src/shared/metrics.js';
 import { createQueue, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
-import type { AttemptRecord } from '../src/hooks/deliveries.repository.js';
+import type { DeliveryJob } from '../src/shared/queues.js';
 import type { RoleStarter } from './start.js';
 
 /**
@@ -53,6 +55,22 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     logger,
   };
 
+  const lanes = new HookLanes({
+    maxInFlight: config.HOOK_MAX_IN_FLIGHT_PER_HOOK,
+    concurrency: config.HOOK_CONCURRENCY,
+    timeoutMs: config.HOOK_TIMEOUT_MS,
+  });
+  /** To the deliveries lane, recorded first in MongoDB so that it survives Redis losing the job. */
+  const handOff = async (hookId: string, data: DeliveryJob, jobId: string) => {
+    await repos.deliveries.recordScheduled({
+      key: hookDeliveryKey(hookId, data.event.event_id),
+      target: { hook_id: hookId, automation_id: null },
+      event: data.event,
+      job: { ...data, id: jobId },
+    });
+    await deliveries.add('delivery', data, { jobId });
+  };
+
   const fanOut = startWorker(
     'hook-fanout',
     progress.track(async (job) => {
@@ -75,10 +93,16 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
           return claimedBy === null || claimedBy === job.id;
         },
         deliver: async (hook, data, jobId) => {
-          // A hook that is failing (often: a receiver that times out) gets its own job, so it cannot
-          // hold up the fan-out, and so every other hook's delivery, for HOOK_TIMEOUT_MS.
-          if (hook.failing_since) return void (await deliveries.add('delivery', data, { jobId }));
-          const result = await deliverWebhook(data, { jobId, attempt: 1, hook }, deliveryDeps);
+          // A slow or failing receiver is served by the deliveries lane only, and a hook gets a share
+          // of the fan-out's slots, so none can hold up the fan-out (and every other hook's delivery).
+          const permit = lanes.isSlowOrFailing(hook) ? undefined : await lanes.enterFanOut(hook._id);
+          if (!permit) return handOff(hook._id, data, jobId);
+          let result: DeliveryOutcome | undefined;
+          try {
+            result = await deliverWebhook(data, { jobId, attempt: 1, hook }, deliveryDeps);
+          } finally {
+            permit.done(result?.outcome === 'delivered');
+          }
           // The retries are a delivery job of their own; the job id makes a re-run fan-out add it once.
           if (result.outcome === 'retry')
             await deliveries.add('delivery', { ...data, attempts_before: 1 }, { jobId, delay: result.delayMs });
@@ -93,10 +117,24 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
   const delivering = startWorker(
     'deliveries',
     async (job, token?: string) => {
+      const { target } = job.data;
+      const permit = target.kind === 'hook' ? lanes.tryAcquire(target.hook_id) : undefined;
+      if (target.kind === 'hook' && !permit) {
+        // The hook has its limit in flight: try again a little later, without counting an attempt.
+        const deferrals = job.data.deferrals ?? 0;
+        await job.updateData({ ...job.data, deferrals: deferrals + 1 });
+        await job.moveToDelayed(Date.now() + lanes.retryLaterMs(deferrals), token);
+        throw new DelayedError();
+      }
       // attemptsStarted counts every run of this job, including one cut short by a crash.
       const log = logger.child({ queue: 'deliveries', job_id: job.id });
-      const attempt = (job.data.attempts_before ?? 0) + job.attemptsStarted;
-      const result = await deliverWebhook(job.data, { jobId: job.id!, attempt }, { ...deliveryDeps, logger: log });
+      const attempt = (job.data.attempts_before ?? 0) + job.attemptsStarted - (job.data.deferrals ?? 0);
+      let result: DeliveryOutcome | undefined;
+      try {
+        result = await deliverWebhook(job.data, { jobId: job.id!, attempt }, { ...deliveryDeps, logger: log });
+      } finally {
+        permit?.done(result?.outcome === 'delivered');
+      }
       if (result.outcome === 'retry') {
         // Retries follow our schedule (backoff with jitter, Retry-After), not the job's retry options,
         // which differ between fan-out and automation jobs: park the job and tell BullMQ so.

@@ -95,6 +95,37 @@ export class DeliveriesRepository {
     }
   }
 
+  /**
+   * A delivery handed to the `deliveries` queue before its first attempt (a slow or failing hook):
+   * recorded as due now, so the reconciler schedules it again if Redis loses the job. Attempts
+   * already made, if any, stay as they are; the next one recorded sets the due time again.
+   */
+  async recordScheduled(record: {
+    key: string;
+    target: DeliveryTarget;
+    event: EventEnvelope;
+    job: DeliveryJob & { id: string };
+  }): Promise<void> {
+    const { key, target, event, job } = record;
+    const now = new Date();
+    await this.deliveries.updateOne(
+      { company_id: event.company_id, _id: key },
+      {
+        $setOnInsert: {
+          ...target,
+          event_id: event.event_id,
+          event_type: event.type,
+          event,
+          attempts: [],
+          created_at: now,
+          updated_at: now,
+        },
+        $set: { next_attempt_at: now, job_id: job.id, target: job.target, attempts_made: job.attempts_before ?? 0 },
+      },
+      { upsert: true },
+    );
+  }
+
   recordAttempt(record: AttemptRecord): Promise<void> {
     return this.recordAttempts([record]);
   }

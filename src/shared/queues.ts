@@ -18,6 +18,8 @@ export interface DeliveryJob {
   target: { kind: 'hook'; hook_id: string } | { kind: 'automation'; automation_id: string; url: string };
   /** Attempts made before this job existed (the fan-out's first one), so the numbering carries on. */
   attempts_before?: number;
+  /** Runs of this job that found its hook at its in-flight limit and waited instead of attempting (not attempts). */
+  deferrals?: number;
 }
 
 /** The one registry of queue names and the payload each carries; both ends are type-checked against it. */

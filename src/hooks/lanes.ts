@@ -1,0 +1,166 @@
+/**
+ * Fairness between receivers (DECISIONS.md section 12.2; issue 16 finding 5), within one worker
+ * process. Two lanes: the fan-out (events delivered inline, where latency matters) and the
+ * `deliveries` queue (its own worker and concurrency: retries, redeliveries, automation webhooks,
+ * and every delivery to a hook that is slow or failing). A hook is slow once an attempt to it has
+ * run longer than half of HOOK_TIMEOUT_MS (marked while that attempt still runs, so the next events
+ * go to the other lane at once), until an attempt answers 2xx in time again or SLOW_FOR_MS passes;
+ * failing while its `failing_since` is set. And each hook has at most `maxInFlight` deliveries in
+ * flight across both lanes, and at most half of the fan-out's slots delivering or waiting, so one
+ * receiver never holds every slot however the others behave.
+ */
+
+/** How long a slow mark lasts without a new slow attempt (a fast 2xx clears it at once). */
+export const SLOW_FOR_MS = 10 * 60_000;
+
+export interface LaneSettings {
+  /** HOOK_MAX_IN_FLIGHT_PER_HOOK. */
+  maxInFlight: number;
+  /** HOOK_CONCURRENCY: each lane's slots; a hook gets at most half of them. */
+  concurrency: number;
+  /** HOOK_TIMEOUT_MS: an attempt running past half of it makes its hook slow. */
+  timeoutMs: number;
+  now?: () => number;
+}
+
+/** A delivery's right to be in flight; `done` once its attempt ended (delivered: a 2xx). */
+export interface Permit {
+  done(delivered: boolean): void;
+}
+
+interface HookState {
+  inFlight: number;
+  /** Fan-out slots this hook takes: delivering inline or waiting for a permit. */
+  fanOutSlots: number;
+  waiters: Array<(granted: boolean) => void>;
+  slowUntil: number;
+}
+
+export class HookLanes {
+  private readonly hooks = new Map<string, HookState>();
+  /** Deliveries in flight to one hook: HOOK_MAX_IN_FLIGHT_PER_HOOK, and never more than half a lane. */
+  readonly perHookLimit: number;
+  private readonly fanOutShare: number;
+  readonly slowAfterMs: number;
+  private readonly now: () => number;
+
+  constructor(settings: LaneSettings) {
+    const half = Math.max(1, Math.floor(settings.concurrency / 2));
+    this.perHookLimit = Math.min(settings.maxInFlight, half);
+    this.fanOutShare = half;
+    this.slowAfterMs = Math.floor(settings.timeoutMs / 2);
+    this.now = settings.now ?? Date.now;
+  }
+
+  /** Slow or failing hooks are served by the `deliveries` lane only. */
+  isSlowOrFailing(hook: { _id: string; failing_since: Date | null }): boolean {
+    if (hook.failing_since) return true;
+    const state = this.hooks.get(hook._id);
+    if (!state) return false;
+    if (state.slowUntil > this.now()) return true;
+    this.forgetIfIdle(hook._id, state); // an expired mark goes when next looked at
+    return false;
+  }
+
+  /**
+   * For the fan-out: a permit to deliver inline, waiting for one at most `slowAfterMs`; undefined
+   * when the hook has its share of fan-out slots, turned slow meanwhile, or the wait ran out:
+   * the delivery then goes to the `deliveries` lane.
+   */
+  async enterFanOut(hookId: string): Promise<Permit | undefined> {
+    const state = this.state(hookId);
+    if (state.fanOutSlots >= this.fanOutShare) return undefined;
+    state.fanOutSlots++;
+    let granted = true;
+    if (state.inFlight < this.perHookLimit) state.inFlight++;
+    else granted = await this.waitForPermit(state); // a grant counts itself in flight
+    if (!granted) {
+      state.fanOutSlots--;
+      this.forgetIfIdle(hookId, state);
+      return undefined;
+    }
+    return this.permit(hookId, state, () => state.fanOutSlots--);
+  }
+
+  /** For the `deliveries` lane: a permit now, or undefined when the hook has its limit in flight (try later). */
+  tryAcquire(hookId: string): Permit | undefined {
+    const state = this.state(hookId);
+    if (state.inFlight >= this.perHookLimit) return undefined;
+    state.inFlight++;
+    return this.permit(hookId, state);
+  }
+
+  /**
+   * How long a lane job that found its hook at the limit waits before trying again: half the
+   * timeout, doubling with each time it already waited (up to 4 times), jittered, so a long
+   * backlog for one slow receiver costs few wake-ups.
+   */
+  retryLaterMs(deferrals: number, random: () => number = Math.random): number {
+    return Math.round(Math.max(100, this.slowAfterMs) * 2 ** Math.min(deferrals, 2) * (1 + random()));
+  }
+
+  private permit(hookId: string, state: HookState, onDone?: () => void): Permit {
+    const started = this.now();
+    // Marked slow while the attempt still runs, so what follows takes the other lane at once.
+    const watch = setTimeout(() => this.markSlow(state), this.slowAfterMs);
+    watch.unref();
+    let finished = false;
+    return {
+      done: (delivered) => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(watch);
+        onDone?.();
+        state.inFlight--;
+        if (this.now() - started > this.slowAfterMs) this.markSlow(state);
+        else if (delivered) state.slowUntil = 0;
+        this.grantNext(state);
+        this.forgetIfIdle(hookId, state);
+      },
+    };
+  }
+
+  private waitForPermit(state: HookState): Promise<boolean> {
+    if (state.slowUntil > this.now()) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = (granted: boolean) => {
+        clearTimeout(timer);
+        resolve(granted);
+      };
+      const timer = setTimeout(() => {
+        state.waiters.splice(state.waiters.indexOf(waiter), 1);
+        resolve(false);
+      }, this.slowAfterMs);
+      state.waiters.push(waiter);
+    });
+  }
+
+  private grantNext(state: HookState): void {
+    if (state.inFlight >= this.perHookLimit) return;
+    const next = state.waiters.shift();
+    if (!next) return;
+    state.inFlight++; // taken here, synchronously, so no other caller slips in before the waiter resumes
+    next(true);
+  }
+
+  private markSlow(state: HookState): void {
+    state.slowUntil = this.now() + SLOW_FOR_MS;
+    // Whoever waits for this hook goes to the other lane rather than wait behind a slow receiver.
+    for (const waiter of state.waiters.splice(0)) waiter(false);
+  }
+
+  private state(hookId: string): HookState {
+    let state = this.hooks.get(hookId);
+    if (!state) {
+      state = { inFlight: 0, fanOutSlots: 0, waiters: [], slowUntil: 0 };
+      this.hooks.set(hookId, state);
+    }
+    return state;
+  }
+
+  /** Keeps the map to hooks with something going on or a slow mark. */
+  private forgetIfIdle(hookId: string, state: HookState): void {
+    if (state.inFlight === 0 && state.fanOutSlots === 0 && state.waiters.length === 0 && state.slowUntil <= this.now())
+      this.hooks.delete(hookId);
+  }
+}
