@@ -118,7 +118,7 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     'deliveries',
     async (job, token?: string) => {
       const { target } = job.data;
-      const permit = target.kind === 'hook' ? lanes.tryAcquire(target.hook_id) : undefined;
+      const permit = target.kind === 'hook' ? await lanes.enterLane(target.hook_id) : undefined;
       if (target.kind === 'hook' && !permit) {
         // The hook has its limit in flight: try again a little later, without counting an attempt.
         const deferrals = job.data.deferrals ?? 0;

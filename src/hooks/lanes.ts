@@ -6,8 +6,9 @@
  * run longer than half of HOOK_TIMEOUT_MS (marked while that attempt still runs, so the next events
  * go to the other lane at once), until an attempt answers 2xx in time again or SLOW_FOR_MS passes;
  * failing while its `failing_since` is set. And each hook has at most `maxInFlight` deliveries in
- * flight across both lanes, and at most half of the fan-out's slots delivering or waiting, so one
- * receiver never holds every slot however the others behave.
+ * flight across both lanes; until it has answered fast in this process, at most half of the
+ * fan-out's slots delivering or waiting. Waiting for a permit ends after half the timeout, or at once
+ * when the hook turns slow, so one receiver holds the others up at most that long, once.
  */
 
 /** How long a slow mark lasts without a new slow attempt (a fast 2xx clears it at once). */
@@ -34,6 +35,8 @@ interface HookState {
   fanOutSlots: number;
   waiters: Array<(granted: boolean) => void>;
   slowUntil: number;
+  /** Until when the hook counts as known fast (a 2xx in time), so a burst to it waits rather than hands off. */
+  fastUntil: number;
 }
 
 export class HookLanes {
@@ -58,22 +61,22 @@ export class HookLanes {
     const state = this.hooks.get(hook._id);
     if (!state) return false;
     if (state.slowUntil > this.now()) return true;
-    this.forgetIfIdle(hook._id, state); // an expired mark goes when next looked at
+    this.forgetIfIdle(hook._id, state); // expired marks go when next looked at
     return false;
   }
 
   /**
    * For the fan-out: a permit to deliver inline, waiting for one at most `slowAfterMs`; undefined
-   * when the hook has its share of fan-out slots, turned slow meanwhile, or the wait ran out:
-   * the delivery then goes to the `deliveries` lane.
+   * when the hook turned slow meanwhile or the wait ran out, and, for a hook not yet seen answering
+   * fast in this process, when it has half of the fan-out's slots already: the delivery then goes to
+   * the `deliveries` lane. A hook known fast may take more slots waiting: its permits free quickly,
+   * and turning slow releases every waiter at once.
    */
   async enterFanOut(hookId: string): Promise<Permit | undefined> {
     const state = this.state(hookId);
-    if (state.fanOutSlots >= this.fanOutShare) return undefined;
+    if (state.fastUntil <= this.now() && state.fanOutSlots >= this.fanOutShare) return undefined;
     state.fanOutSlots++;
-    let granted = true;
-    if (state.inFlight < this.perHookLimit) state.inFlight++;
-    else granted = await this.waitForPermit(state); // a grant counts itself in flight
+    const granted = await this.acquire(state);
     if (!granted) {
       state.fanOutSlots--;
       this.forgetIfIdle(hookId, state);
@@ -82,12 +85,36 @@ export class HookLanes {
     return this.permit(hookId, state, () => state.fanOutSlots--);
   }
 
-  /** For the `deliveries` lane: a permit now, or undefined when the hook has its limit in flight (try later). */
+  /**
+   * For the `deliveries` lane: a permit, waiting for one (at most `slowAfterMs`) unless the hook is
+   * slow; undefined when the hook has its limit in flight still (the job tries again later).
+   */
+  async enterLane(hookId: string): Promise<Permit | undefined> {
+    const state = this.state(hookId);
+    const granted = state.slowUntil > this.now() ? this.takeIfFree(state) : await this.acquire(state);
+    if (!granted) {
+      this.forgetIfIdle(hookId, state);
+      return undefined;
+    }
+    return this.permit(hookId, state);
+  }
+
+  /** A permit now, if one is free (counted in flight). */
   tryAcquire(hookId: string): Permit | undefined {
     const state = this.state(hookId);
-    if (state.inFlight >= this.perHookLimit) return undefined;
-    state.inFlight++;
+    if (!this.takeIfFree(state)) return undefined;
     return this.permit(hookId, state);
+  }
+
+  private takeIfFree(state: HookState): boolean {
+    if (state.inFlight >= this.perHookLimit) return false;
+    state.inFlight++;
+    return true;
+  }
+
+  /** Takes a free permit or waits for one; a grant counts itself in flight. */
+  private async acquire(state: HookState): Promise<boolean> {
+    return this.takeIfFree(state) || this.waitForPermit(state);
   }
 
   /**
@@ -113,7 +140,10 @@ export class HookLanes {
         onDone?.();
         state.inFlight--;
         if (this.now() - started > this.slowAfterMs) this.markSlow(state);
-        else if (delivered) state.slowUntil = 0;
+        else if (delivered) {
+          state.slowUntil = 0;
+          state.fastUntil = this.now() + SLOW_FOR_MS;
+        }
         this.grantNext(state);
         this.forgetIfIdle(hookId, state);
       },
@@ -145,6 +175,7 @@ export class HookLanes {
 
   private markSlow(state: HookState): void {
     state.slowUntil = this.now() + SLOW_FOR_MS;
+    state.fastUntil = 0;
     // Whoever waits for this hook goes to the other lane rather than wait behind a slow receiver.
     for (const waiter of state.waiters.splice(0)) waiter(false);
   }
@@ -152,15 +183,22 @@ export class HookLanes {
   private state(hookId: string): HookState {
     let state = this.hooks.get(hookId);
     if (!state) {
-      state = { inFlight: 0, fanOutSlots: 0, waiters: [], slowUntil: 0 };
+      state = { inFlight: 0, fanOutSlots: 0, waiters: [], slowUntil: 0, fastUntil: 0 };
       this.hooks.set(hookId, state);
     }
     return state;
   }
 
-  /** Keeps the map to hooks with something going on or a slow mark. */
+  /** Keeps the map to hooks with something going on or a mark that has not expired. */
   private forgetIfIdle(hookId: string, state: HookState): void {
-    if (state.inFlight === 0 && state.fanOutSlots === 0 && state.waiters.length === 0 && state.slowUntil <= this.now())
+    const now = this.now();
+    if (
+      state.inFlight === 0 &&
+      state.fanOutSlots === 0 &&
+      state.waiters.length === 0 &&
+      state.slowUntil <= now &&
+      state.fastUntil <= now
+    )
       this.hooks.delete(hookId);
   }
 }
