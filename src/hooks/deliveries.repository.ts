@@ -108,22 +108,30 @@ export class DeliveriesRepository {
   }): Promise<void> {
     const { key, target, event, job } = record;
     const now = new Date();
-    await this.deliveries.updateOne(
-      { company_id: event.company_id, _id: key },
-      {
-        $setOnInsert: {
-          ...target,
-          event_id: event.event_id,
-          event_type: event.type,
-          event,
-          attempts: [],
-          created_at: now,
-          updated_at: now,
+    const write = () =>
+      this.deliveries.updateOne(
+        { company_id: event.company_id, _id: key },
+        {
+          $setOnInsert: {
+            ...target,
+            event_id: event.event_id,
+            event_type: event.type,
+            event,
+            attempts: [],
+            created_at: now,
+            updated_at: now,
+          },
+          $set: { next_attempt_at: now, job_id: job.id, target: job.target, attempts_made: job.attempts_before ?? 0 },
         },
-        $set: { next_attempt_at: now, job_id: job.id, target: job.target, attempts_made: job.attempts_before ?? 0 },
-      },
-      { upsert: true },
-    );
+        { upsert: true },
+      );
+    try {
+      await write();
+    } catch (error) {
+      // Lost a first-insert race with an attempt of the same delivery (see recordAttempts): it matches now.
+      if ((error as { code?: unknown }).code !== 11000) throw error;
+      await write();
+    }
   }
 
   recordAttempt(record: AttemptRecord): Promise<void> {
