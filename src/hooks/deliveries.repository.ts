@@ -103,7 +103,7 @@ export class DeliveriesRepository {
   async recordScheduled(record: {
     key: string;
     target: DeliveryTarget;
-    event: EventEnvelope;
+    event: WebhookEnvelope;
     job: DeliveryJob & { id: string };
   }): Promise<void> {
     const { key, target, event, job } = record;
