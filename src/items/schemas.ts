@@ -10,6 +10,24 @@ import type { ItemDoc } from './repository.js';
 const customValueSchema = z.union([z.string(), z.number(), z.boolean(), z.array(z.string()), z.null()]);
 
 /** One entity schema; custom fields are top-level additional properties (DECISIONS.md section 6). */
+/** The item the OpenAPI examples show (the batch example shows it again, updated). */
+const ITEM_EXAMPLE = {
+  item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d9',
+  short_id: 'I-1042',
+  name: 'Acme renewal',
+  pipeline: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
+  stage: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
+  status: null,
+  contact_id: 'c-981',
+  source: 'api',
+  external_id: 'crm-42',
+  created_at: '2026-11-22T09:30:00.000Z',
+  updated_at: '2026-11-22T09:30:00.000Z',
+  version: 1,
+  deal_value: 12000,
+  industry: 'software',
+};
+
 export const itemSchema = z
   .object({
     item_id: z.string(),
@@ -29,22 +47,7 @@ export const itemSchema = z
   .meta({
     id: 'Item',
     description: 'Core fields, then one key per custom field of the pipeline blueprint (null when unset).',
-    example: {
-      item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d9',
-      short_id: 'I-1042',
-      name: 'Acme renewal',
-      pipeline: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
-      stage: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
-      status: null,
-      contact_id: 'c-981',
-      source: 'api',
-      external_id: 'crm-42',
-      created_at: '2026-11-22T09:30:00.000Z',
-      updated_at: '2026-11-22T09:30:00.000Z',
-      version: 1,
-      deal_value: 12000,
-      industry: 'software',
-    },
+    example: ITEM_EXAMPLE,
   });
 
 export type ItemResponse = z.infer<typeof itemSchema>;
@@ -220,20 +223,7 @@ export const batchResponse = z
         },
         {
           status: 200,
-          item: {
-            item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d9',
-            short_id: 'I-1042',
-            name: 'Acme renewal',
-            pipeline: 'pip_6740b7a1c2d3e4f5a6b7c8d0',
-            stage: 'stg_6740b7a1c2d3e4f5a6b7c8d1',
-            status: null,
-            contact_id: 'c-981',
-            source: 'api',
-            external_id: 'crm-42',
-            created_at: '2026-11-20T08:00:00.000Z',
-            updated_at: '2026-11-22T09:30:00.000Z',
-            version: 4,
-          },
+          item: { ...ITEM_EXAMPLE, created_at: '2026-11-20T08:00:00.000Z', version: 4 },
         },
       ],
     },
