@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { requireCompany } from '../admin/require-company.js';
-import { errorResponses, noContent } from '../http/responses.js';
+import { noContent } from '../http/responses.js';
 import { NotFoundError } from '../shared/errors.js';
 import { toIso } from '../shared/time.js';
 import {
@@ -24,7 +24,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: companyParams,
         body: createApiKeyBody,
-        response: { 201: createdApiKeySchema, ...errorResponses(400, 401, 404) },
+        response: { 201: createdApiKeySchema },
       },
     },
     async (request, reply) => {
@@ -46,7 +46,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/companies/:company_id/api-keys',
     {
-      schema: { tags, params: companyParams, response: { 200: z.array(apiKeySchema), ...errorResponses(401, 404) } },
+      schema: { tags, params: companyParams, response: { 200: z.array(apiKeySchema) } },
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
@@ -64,7 +64,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: keyParams,
         body: renameApiKeyBody,
-        response: { 200: apiKeySchema, ...errorResponses(400, 401, 404) },
+        response: { 200: apiKeySchema },
       },
     },
     async (request) => {
@@ -77,7 +77,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/companies/:company_id/api-keys/:key_id',
     {
-      schema: { tags, params: keyParams, response: { 204: noContent, ...errorResponses(401, 404) } },
+      schema: { tags, params: keyParams, response: { 204: noContent } },
     },
     async (request, reply) => {
       await app.services.apiKeys.revoke(request.params.company_id, request.params.key_id);

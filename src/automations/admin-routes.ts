@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { requireCompany } from '../admin/require-company.js';
-import { errorResponses, noContent } from '../http/responses.js';
+import { noContent } from '../http/responses.js';
 import { toAutomationResponse, toRunResponse } from './repository.js';
 import {
   automationRunSchema,
@@ -23,7 +23,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: companyParams,
         body: createAutomationBody,
-        response: { 201: automationSchema, ...errorResponses(400, 401, 404) },
+        response: { 201: automationSchema },
       },
     },
     async (request, reply) => {
@@ -40,7 +40,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         tags,
         params: companyParams,
-        response: { 200: z.array(automationSchema), ...errorResponses(401, 404) },
+        response: { 200: z.array(automationSchema) },
       },
     },
     async (request) => {
@@ -56,7 +56,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: automationParams,
         body: updateAutomationBody,
-        response: { 200: automationSchema, ...errorResponses(400, 401, 404) },
+        response: { 200: automationSchema },
       },
     },
     async (request) => {
@@ -68,7 +68,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.delete(
     '/companies/:company_id/automations/:automation_id',
     {
-      schema: { tags, params: automationParams, response: { 204: noContent, ...errorResponses(401, 404) } },
+      schema: { tags, params: automationParams, response: { 204: noContent } },
     },
     async (request, reply) => {
       await app.services.automations.remove(request.params.company_id, request.params.automation_id);
@@ -84,7 +84,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'The whsec_ secret that signs this company automation webhook deliveries',
         params: companyParams,
-        response: { 200: z.object({ secret: z.string() }), ...errorResponses(401, 404) },
+        response: { 200: z.object({ secret: z.string() }) },
       },
     },
     async (request) => {
@@ -100,7 +100,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: companyParams,
         querystring: listRunsQuery,
-        response: { 200: z.array(automationRunSchema), ...errorResponses(400, 401, 404) },
+        response: { 200: z.array(automationRunSchema) },
       },
     },
     async (request) => {

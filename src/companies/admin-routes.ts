@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { errorResponses } from '../http/responses.js';
 import { NotFoundError } from '../shared/errors.js';
 import { companySchema, createCompanyBody, toCompanyResponse, updateCompanyBody } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -11,7 +10,7 @@ export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/companies',
     {
-      schema: { tags, body: createCompanyBody, response: { 201: companySchema, ...errorResponses(400, 401) } },
+      schema: { tags, body: createCompanyBody, response: { 201: companySchema } },
     },
     async (request, reply) => {
       const company = await app.repos.companies.create(request.body);
@@ -22,7 +21,7 @@ export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/companies/:company_id',
     {
-      schema: { tags, params: companyParams, response: { 200: companySchema, ...errorResponses(401, 404) } },
+      schema: { tags, params: companyParams, response: { 200: companySchema } },
     },
     async (request) => {
       const company = await app.repos.companies.findById(request.params.company_id);
@@ -38,7 +37,7 @@ export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: companyParams,
         body: updateCompanyBody,
-        response: { 200: companySchema, ...errorResponses(400, 401, 404) },
+        response: { 200: companySchema },
       },
     },
     async (request) => {

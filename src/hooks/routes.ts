@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { wellFormedFields } from '../http/error-handler.js';
-import { errorResponses, EXT_ERRORS, noContent } from '../http/responses.js';
+import { noContent } from '../http/responses.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
 import { createQueue, type DeliveryJob } from '../shared/queues.js';
 import {
@@ -61,7 +61,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         description:
           'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks). The same target_url and event types again answer 409 hook_exists with that hook_id (re-enabled if it was disabled), never its secret. At most HOOK_MAX_PER_COMPANY (25) hooks per company.',
         body: createHookBody,
-        response: { 201: createdHookSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+        response: { 201: createdHookSchema },
       },
     },
     async (request, reply) => reply.code(201).send(await hooks.subscribe(authOf(request), request.body)),
@@ -75,7 +75,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'List REST hooks (without secrets)',
         querystring: idPageQuery,
-        response: { 200: z.array(hookSchema), ...errorResponses(...EXT_ERRORS) },
+        response: { 200: z.array(hookSchema) },
       },
     },
     async (request, reply) => {
@@ -99,7 +99,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Unsubscribe a REST hook',
         params: hookParams,
-        response: { 204: noContent, ...errorResponses(...EXT_ERRORS, 404) },
+        response: { 204: noContent },
       },
     },
     async (request, reply) => {
@@ -118,7 +118,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         description:
           'Until previous_secret_expires_at every delivery carries two signatures in webhook-signature (space-separated, one per secret), so receivers verify with either; then only the new secret signs. Rotating again within those 24 h stops the oldest secret at once (at most two are valid).',
         params: hookParams,
-        response: { 200: rotatedSecretSchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+        response: { 200: rotatedSecretSchema },
       },
     },
     async (request) => hooks.rotateSecret(authOf(request), request.params.hook_id),
@@ -134,7 +134,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         description:
           'The ping (`data: { hook_id }`) is signed, retried and listed in the deliveries like any event; a disabled hook is re-enabled.',
         params: hookParams,
-        response: { 202: hookPingSchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+        response: { 202: hookPingSchema },
       },
     },
     async (request, reply) => reply.code(202).send(await hooks.ping(authOf(request), request.params.hook_id)),
@@ -148,7 +148,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Latest delivery attempts of a hook, newest first (at most 100)',
         params: hookParams,
-        response: { 200: z.array(deliveryAttemptSchema), ...errorResponses(...EXT_ERRORS, 404) },
+        response: { 200: z.array(deliveryAttemptSchema) },
       },
     },
     async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id),
@@ -162,7 +162,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Send a delivered or failed event to the hook again (same webhook-id); re-enables a disabled hook',
         params: deliveryParams,
-        response: { 202: redeliverySchema, ...errorResponses(...EXT_ERRORS, 404, 409, 422) },
+        response: { 202: redeliverySchema },
       },
     },
     async (request, reply) =>

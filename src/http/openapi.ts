@@ -4,6 +4,7 @@ import { WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../events/envelope.js';
 import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import { operationIdOf } from './operation-ids.js';
 import { PROBLEM_CONTENT_TYPE } from './problem.js';
+import { addErrorResponses, IF_MATCH } from './responses.js';
 import type { FastifyInstance } from 'fastify';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -57,15 +58,6 @@ const COMPONENT_HEADERS = {
     schema: { type: 'string' },
     example: '0d6f4d1e-3c1a-4b8e-9d0e-1f2a3b4c5d6e',
   },
-};
-
-/** Operations that honour If-Match, and what the header is compared with. */
-const IF_MATCH: Record<string, string> = {
-  'patch /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the update expects; 412 when stale',
-  'delete /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the deletion expects; 412 when stale',
-  'put /v1/ext/items/by-external-id/{external_id}':
-    'The ETag (`"<version>"`) the update expects; 412 when stale, and when no item has this external_id yet',
-  'delete /v1/ext/tasks/{task_id}': "The task's ETag (from GET, POST or PATCH) the deletion expects; 412 when stale",
 };
 
 const DESCRIPTION = `The external API of the pipeline records service. Authenticate with an API key in the
@@ -334,6 +326,8 @@ function decorateAdminDocument(document: Json): Json {
  * responses: the external API (`app.swagger()`) and, separately, the admin API (`app.adminSwagger()`).
  */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  // Shared error responses are added here once, as each route registers, not in every route file.
+  app.addHook('onRoute', addErrorResponses);
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',

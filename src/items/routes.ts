@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { wellFormedFields } from '../http/error-handler.js';
-import { errorResponses, EXT_ERRORS, noContent } from '../http/responses.js';
+import { noContent } from '../http/responses.js';
 import { versionEtag } from '../shared/etag.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import { runBatch } from './batch.js';
@@ -39,7 +39,7 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'List items (keyset pagination; see Link and x-next-cursor)',
         querystring: listItemsQuery,
-        response: { 200: z.array(itemSchema), ...errorResponses(...EXT_ERRORS) },
+        response: { 200: z.array(itemSchema) },
       },
     },
     async (request, reply) => {
@@ -57,7 +57,7 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Get an item (ETag carries its version)',
         params: itemParams,
-        response: { 200: itemSchema, ...errorResponses(...EXT_ERRORS, 404) },
+        response: { 200: itemSchema },
       },
     },
     async (request, reply) => {
@@ -82,7 +82,7 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Create an item',
         body: createItemBody,
-        response: { 201: itemSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+        response: { 201: itemSchema },
       },
     },
     async (request, reply) => {
@@ -110,7 +110,7 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Update an item (partial; optimistic locking with version or If-Match)',
         params: itemParams,
         body: updateItemBody,
-        response: { 200: itemSchema, ...errorResponses(...EXT_ERRORS, 404, 409, 412, 413, 415) },
+        response: { 200: itemSchema },
       },
     },
     async (request, reply) => {
@@ -128,7 +128,7 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Delete (archive) an item: 404 afterwards, its tasks stay, fires item.deleted with the item as it was',
         params: itemParams,
-        response: { 204: noContent, ...errorResponses(...EXT_ERRORS, 404, 412) },
+        response: { 204: noContent },
       },
     },
     async (request, reply) => {
@@ -150,7 +150,6 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         response: {
           200: itemSchema,
           201: itemSchema,
-          ...errorResponses(...EXT_ERRORS, 409, 412, 413, 415),
         },
       },
     },
@@ -178,7 +177,7 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         description:
           'Each operation stands alone (no transaction) and records its own events; an invalid or failed operation is a result with its status and a problem object, the others proceed. The request counts once for the rate limit, and an Idempotency-Key covers the whole batch. An unknown `op`, no operations or more than 100 make the whole request a 400.',
         body: batchBody,
-        response: { 200: batchResponse, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+        response: { 200: batchResponse },
       },
     },
     async (request) => ({
@@ -194,7 +193,7 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: "Find items matching the pipeline's duplicate-detection config, without creating anything",
         body: checkDuplicatesBody,
-        response: { 200: checkDuplicatesResponse, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+        response: { 200: checkDuplicatesResponse },
       },
     },
     async (request) => items().checkDuplicates(authOf(request), request.body),

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { requireCompany } from '../admin/require-company.js';
-import { errorResponses } from '../http/responses.js';
 import { NotFoundError } from '../shared/errors.js';
 import { toPipelineResponse } from './repository.js';
 import { createPipelineBody, pipelineSchema, updatePipelineBody } from './schemas.js';
@@ -19,7 +18,7 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: companyParams,
         body: createPipelineBody,
-        response: { 201: pipelineSchema, ...errorResponses(400, 401, 404) },
+        response: { 201: pipelineSchema },
       },
     },
     async (request, reply) => {
@@ -32,7 +31,7 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/companies/:company_id/pipelines',
     {
-      schema: { tags, params: companyParams, response: { 200: z.array(pipelineSchema), ...errorResponses(401, 404) } },
+      schema: { tags, params: companyParams, response: { 200: z.array(pipelineSchema) } },
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
@@ -43,7 +42,7 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/companies/:company_id/pipelines/:pipeline_id',
     {
-      schema: { tags, params: pipelineParams, response: { 200: pipelineSchema, ...errorResponses(401, 404) } },
+      schema: { tags, params: pipelineParams, response: { 200: pipelineSchema } },
     },
     async (request) => {
       const pipeline = await app.repos.pipelines.findById(request.params.company_id, request.params.pipeline_id);
@@ -59,7 +58,7 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: pipelineParams,
         body: updatePipelineBody,
-        response: { 200: pipelineSchema, ...errorResponses(400, 401, 404) },
+        response: { 200: pipelineSchema },
       },
     },
     async (request) => {

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
-import { errorResponses, EXT_ERRORS } from '../http/responses.js';
 import { NotFoundError } from '../shared/errors.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
 import { toPipelineResponse } from './repository.js';
@@ -19,7 +18,7 @@ export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'List pipelines',
         querystring: idPageQuery,
-        response: { 200: z.array(pipelineSchema), ...errorResponses(...EXT_ERRORS) },
+        response: { 200: z.array(pipelineSchema) },
       },
     },
     async (request, reply) => {
@@ -43,7 +42,7 @@ export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Get a pipeline with its stages, statuses and custom fields',
         params: z.object({ pipeline_id: z.string() }),
-        response: { 200: pipelineSchema, ...errorResponses(...EXT_ERRORS, 404) },
+        response: { 200: pipelineSchema },
       },
     },
     async (request) => {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { wellFormedFields } from '../http/error-handler.js';
-import { errorResponses, EXT_ERRORS, noContent } from '../http/responses.js';
+import { noContent } from '../http/responses.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import { createTaskBody, listTasksQuery, taskSchema, updateTaskBody } from './schemas.js';
 import { taskEtag } from './service.js';
@@ -28,7 +28,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'List tasks (keyset pagination; see Link and x-next-cursor)',
         querystring: listTasksQuery,
-        response: { 200: z.array(taskSchema), ...errorResponses(...EXT_ERRORS) },
+        response: { 200: z.array(taskSchema) },
       },
     },
     async (request, reply) => {
@@ -46,7 +46,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Get a task (ETag for If-Match on DELETE)',
         params: taskParams,
-        response: { 200: taskSchema, ...errorResponses(...EXT_ERRORS, 404) },
+        response: { 200: taskSchema },
       },
     },
     async (request, reply) => {
@@ -64,7 +64,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Create a task (fires task.created, and task.completed when created completed)',
         body: createTaskBody,
-        response: { 201: taskSchema, ...errorResponses(...EXT_ERRORS, 409, 413, 415, 422) },
+        response: { 201: taskSchema },
       },
     },
     async (request, reply) => {
@@ -82,7 +82,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Update a task (partial; fires task.updated, and task.completed on completion)',
         params: taskParams,
         body: updateTaskBody,
-        response: { 200: taskSchema, ...errorResponses(...EXT_ERRORS, 404, 413, 415) },
+        response: { 200: taskSchema },
       },
     },
     async (request, reply) => {
@@ -100,7 +100,7 @@ export const tasksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Delete (archive) a task: 404 afterwards, fires task.deleted with the task as it was',
         params: taskParams,
-        response: { 204: noContent, ...errorResponses(...EXT_ERRORS, 404, 412) },
+        response: { 204: noContent },
       },
     },
     async (request, reply) => {

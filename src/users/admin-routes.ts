@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { requireCompany } from '../admin/require-company.js';
-import { errorResponses } from '../http/responses.js';
 import { createUserBody, toUserResponse, userSchema } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
@@ -15,7 +14,7 @@ export const usersAdminRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         params: companyParams,
         body: createUserBody,
-        response: { 201: userSchema, ...errorResponses(400, 401, 404) },
+        response: { 201: userSchema },
       },
     },
     async (request, reply) => {
@@ -28,7 +27,7 @@ export const usersAdminRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/companies/:company_id/users',
     {
-      schema: { tags, params: companyParams, response: { 200: z.array(userSchema), ...errorResponses(401, 404) } },
+      schema: { tags, params: companyParams, response: { 200: z.array(userSchema) } },
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
