@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampQuery } from '../shared/time.js';
+import { TASK_EXAMPLE } from '../tasks/schemas.js';
 import {
   EVENT_TYPES,
   eventEnvelopeSchema,
@@ -16,21 +17,10 @@ const example = {
   company_id: 'cmp_6740b7a1c2d3e4f5a6b7c8d0',
   occurred_at: '2026-11-20T08:30:00.000Z',
   data: {
-    task_id: 'tsk_6740b7a1c2d3e4f5a6b7c8d9',
-    title: 'Call Acme about renewal',
-    due_at: '2026-11-22T09:30:00.000Z',
-    assigned_to: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
-    description: null,
-    priority: 'high',
-    task_type: 'call',
-    item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d1',
-    duration_minutes: 30,
-    reminder_minutes: 15,
+    ...TASK_EXAMPLE,
     notes: 'Signed.',
     is_completed: true,
-    created_by: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
     completed_at: '2026-11-20T08:30:00.000Z',
-    created_at: '2026-11-20T08:00:00.000Z',
     updated_at: '2026-11-20T08:30:00.000Z',
   },
   changes: {

@@ -8,6 +8,26 @@ import type { TaskDoc } from './repository.js';
 const MAX_MINUTES = 525_600; // one year
 const minutes = z.number().int().min(0).max(MAX_MINUTES).meta({ example: 30 });
 
+/** The task of the reference's examples, written once: the events feed and webhook payloads reuse it. */
+export const TASK_EXAMPLE = {
+  task_id: 'tsk_6740b7a1c2d3e4f5a6b7c8d9',
+  title: 'Call Acme about renewal',
+  due_at: '2026-11-22T09:30:00.000Z',
+  assigned_to: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
+  description: null,
+  priority: 'high',
+  task_type: 'call',
+  item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d1',
+  duration_minutes: 30,
+  reminder_minutes: 15,
+  notes: null,
+  is_completed: false,
+  created_by: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
+  completed_at: null,
+  created_at: '2026-11-20T08:00:00.000Z',
+  updated_at: '2026-11-20T08:00:00.000Z',
+};
+
 export const taskSchema = z
   .object({
     task_id: z.string(),
@@ -29,24 +49,7 @@ export const taskSchema = z
   })
   .meta({
     id: 'Task',
-    example: {
-      task_id: 'tsk_6740b7a1c2d3e4f5a6b7c8d9',
-      title: 'Call Acme about renewal',
-      due_at: '2026-11-22T09:30:00.000Z',
-      assigned_to: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
-      description: null,
-      priority: 'high',
-      task_type: 'call',
-      item_id: 'itm_6740b7a1c2d3e4f5a6b7c8d1',
-      duration_minutes: 30,
-      reminder_minutes: 15,
-      notes: null,
-      is_completed: false,
-      created_by: 'usr_6740b7a1c2d3e4f5a6b7c8d0',
-      completed_at: null,
-      created_at: '2026-11-20T08:00:00.000Z',
-      updated_at: '2026-11-20T08:00:00.000Z',
-    },
+    example: TASK_EXAMPLE,
   });
 
 export type TaskResponse = z.infer<typeof taskSchema>;
