@@ -14,6 +14,7 @@ import {
 import { ifMatchAccepts, versionEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
 import { must } from '../shared/must.js';
+import { retryLostRaces } from '../shared/optimistic.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
 import { SequenceBlocks } from '../shared/sequence-blocks.js';
 import { validateMetadata, type CustomValues } from './custom-fields.js';
@@ -269,20 +270,13 @@ export class ItemsService {
     // read (If-Match is compared with the stored version, so it always reads).
     const known = body.version !== undefined && ifMatch === undefined;
     let recent = known ? this.recent(auth.companyId, itemId, body.version!) : undefined;
-    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+    return retryLostRaces('item', UPDATE_RETRIES, async () => {
       const current = recent ?? (await this.deps.items.findById(auth.companyId, itemId));
       if (!current) throw new NotFoundError('Item');
-      const saved = await this.applyUpdate(
-        auth,
-        current,
-        body,
-        { version: body.version, ifMatch, confirmed: recent === undefined },
-        options.depth,
-      );
-      if (saved) return saved;
+      const confirmed = recent === undefined;
       recent = undefined;
-    }
-    throw new VersionConflictError((await this.deps.items.findById(auth.companyId, itemId))?.version ?? 0);
+      return this.applyUpdate(auth, current, body, { version: body.version, ifMatch, confirmed }, options.depth);
+    });
   }
 
   /**
@@ -297,7 +291,7 @@ export class ItemsService {
     ifMatch?: string,
   ): Promise<{ item: ItemResponse; created: boolean }> {
     const { version, ...fields } = body;
-    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+    return retryLostRaces('item', UPDATE_RETRIES, async () => {
       const current = await this.deps.items.findByExternalId(auth.companyId, externalId);
       if (!current) {
         // There is no current version for an expectation to match (RFC 9110: If-Match fails).
@@ -309,7 +303,7 @@ export class ItemsService {
         try {
           await this.deps.items.insert(created.doc);
         } catch (error) {
-          if (error instanceof ExternalIdTakenError) continue; // created meanwhile: update it instead
+          if (error instanceof ExternalIdTakenError) return null; // created meanwhile: update it instead
           throw error;
         }
         this.deps.publisher.publishRecorded('items', created.doc._id, created.events);
@@ -320,9 +314,8 @@ export class ItemsService {
       }
       const { pipeline_id: _pipeline, ...changes } = fields;
       const saved = await this.applyUpdate(auth, current, changes, { version, ifMatch });
-      if (saved) return { item: saved, created: false };
-    }
-    throw new VersionConflictError((await this.deps.items.findByExternalId(auth.companyId, externalId))?.version ?? 0);
+      return saved && { item: saved, created: false };
+    });
   }
 
   /**
@@ -397,7 +390,7 @@ export class ItemsService {
    * item.deleted carries the item as it was. A compare-and-set on the version read, retried on a race.
    */
   async delete(auth: Actor, itemId: string, ifMatch?: string): Promise<void> {
-    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+    await retryLostRaces('item', UPDATE_RETRIES, async () => {
       const current = await this.deps.items.findById(auth.companyId, itemId);
       if (!current) throw new NotFoundError('Item');
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, versionEtag(current.version))) {
@@ -408,12 +401,10 @@ export class ItemsService {
       const events = [
         buildEvent('item.deleted', auth.companyId, toItemResponse(current, pipeline), { occurredAt: now }),
       ];
-      if (await this.deps.items.archive(current, now, events)) {
-        this.deps.publisher.publishRecorded('items', itemId, events);
-        return;
-      }
-    }
-    throw new VersionConflictError((await this.deps.items.findById(auth.companyId, itemId))?.version ?? 0);
+      if (!(await this.deps.items.archive(current, now, events))) return null;
+      this.deps.publisher.publishRecorded('items', itemId, events);
+      return true;
+    });
   }
 
   async list(

@@ -1,5 +1,6 @@
 import { NotFoundError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
+import { retryLostRaces } from '../shared/optimistic.js';
 import {
   DEFAULT_DUPLICATE_DETECTION,
   type createPipelineBody,
@@ -127,12 +128,10 @@ export async function updatePipeline(
   pipelineId: string,
   body: z.infer<typeof updatePipelineBody>,
 ): Promise<PipelineDoc> {
-  // Retry the compare-and-set a few times: admin edits are rare, so contention is brief.
-  for (let attempt = 0; attempt < 5; attempt++) {
+  // Admin edits are rare, so a few attempts cover the contention.
+  return retryLostRaces('pipeline', 5, async () => {
     const current = await repo.findById(companyId, pipelineId);
     if (!current) throw new NotFoundError('Pipeline');
-    const saved = await repo.replaceIfRevision(companyId, current.revision, applyPipelineUpdate(current, body));
-    if (saved) return saved;
-  }
-  throw new ValidationError([{ path: '', message: 'the pipeline is being changed concurrently; retry' }]);
+    return repo.replaceIfRevision(companyId, current.revision, applyPipelineUpdate(current, body));
+  });
 }

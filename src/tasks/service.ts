@@ -3,12 +3,12 @@ import { outboxOnInsert } from '../events/outbox.js';
 import {
   NotFoundError,
   PreconditionFailedError,
-  UnavailableError,
   ValidationError,
   type FieldProblem,
 } from '../shared/errors.js';
 import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
+import { retryLostRaces } from '../shared/optimistic.js';
 import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
 import {
   toTaskResponse,
@@ -154,7 +154,7 @@ export class TasksService {
     ValidationError.throwIfAny(
       await this.referenceProblems(actor.companyId, { assigned_to: body.assigned_to, item_id: body.item_id }),
     );
-    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+    return retryLostRaces('task', UPDATE_RETRIES, async () => {
       const current = await this.deps.tasks.findById(actor.companyId, taskId);
       if (!current) throw new NotFoundError('Task');
       const now = new Date();
@@ -176,12 +176,10 @@ export class TasksService {
         now,
         events,
       );
-      if (saved) {
-        this.deps.publisher.publishRecorded('tasks', taskId, events);
-        return toTaskResponse(saved);
-      }
-    }
-    throw new UnavailableError('The task is being changed by many writers at once; retry shortly');
+      if (!saved) return null;
+      this.deps.publisher.publishRecorded('tasks', taskId, events);
+      return toTaskResponse(saved);
+    });
   }
 
   /**
@@ -189,19 +187,17 @@ export class TasksService {
    * task as it was. `If-Match` is compared with the task's ETag (see taskEtag).
    */
   async delete(actor: TaskActor, taskId: string, ifMatch?: string): Promise<void> {
-    for (let attempt = 0; attempt < UPDATE_RETRIES; attempt++) {
+    await retryLostRaces('task', UPDATE_RETRIES, async () => {
       const current = await this.deps.tasks.findById(actor.companyId, taskId);
       if (!current) throw new NotFoundError('Task');
       const before = toTaskResponse(current);
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, taskEtag(before))) throw new PreconditionFailedError();
       const now = new Date();
       const events = [buildEvent('task.deleted', actor.companyId, before, { occurredAt: now })];
-      if (await this.deps.tasks.archive(actor.companyId, current, now, events)) {
-        this.deps.publisher.publishRecorded('tasks', taskId, events);
-        return;
-      }
-    }
-    throw new UnavailableError('The task is being changed by many writers at once; retry shortly');
+      if (!(await this.deps.tasks.archive(actor.companyId, current, now, events))) return null;
+      this.deps.publisher.publishRecorded('tasks', taskId, events);
+      return true;
+    });
   }
 
   async list(actor: TaskActor, query: ListTasksQuery): Promise<{ tasks: TaskResponse[]; nextCursor?: string }> {
