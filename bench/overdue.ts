@@ -14,7 +14,7 @@ import { hasRedisServerBinary, PrivateRedisServer } from '../src/dev/redis-serve
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { newId } from '../src/shared/ids.js';
 import { createQueue, EVENT_QUEUES } from '../src/shared/queues.js';
-import { overdueBatchQuery, scanOverdueTasks, type OverdueScanDeps } from '../src/tasks/overdue.js';
+import { scanOverdueTasks, type OverdueScanDeps } from '../src/tasks/overdue.js';
 import { TasksRepository, type TaskDoc } from '../src/tasks/repository.js';
 import { compiled } from './children.js';
 
@@ -78,7 +78,7 @@ const tasks = new TasksRepository(db);
 const seedStart = performance.now();
 for (let offset = 0; offset < TOTAL; offset += CHUNK) {
   const now = Date.now();
-  await tasks.collection.insertMany(
+  await db.collection<TaskDoc>('tasks').insertMany(
     Array.from({ length: CHUNK }, (_, i) => taskAt(offset + i, now)),
     { ordered: false },
   );
@@ -87,7 +87,7 @@ for (let offset = 0; offset < TOTAL; offset += CHUNK) {
 console.log(` in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`);
 
 if (!standin) {
-  const plan = await overdueBatchQuery(tasks.collection, new Date(), 500).explain('executionStats');
+  const plan = await tasks.overdueBatch(new Date(), 500).explain('executionStats');
   const stages: string[] = [];
   for (
     let stage: Document | undefined = plan.queryPlanner.winningPlan.queryPlan ?? plan.queryPlanner.winningPlan;
@@ -135,7 +135,7 @@ const scanMs = performance.now() - scanStart;
 clearInterval(sampler);
 clearInterval(liveSampler);
 
-const firedInDb = await tasks.collection.countDocuments({ overdue_fired_for: { $ne: null } });
+const firedInDb = await db.collection('tasks').countDocuments({ overdue_fired_for: { $ne: null } });
 console.log(
   `scan: ${(scanMs / 1000).toFixed(2)} s, fired ${result.fired} (in MongoDB: ${firedInDb}) in ${result.batches} batches, unpublished ${result.unpublished}`,
 );

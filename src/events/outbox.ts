@@ -1,6 +1,6 @@
 import type { EventEnvelope } from './envelope.js';
 import type { EventsRepository } from './repository.js';
-import type { Collection, Document, Filter, UpdateFilter, WithId } from 'mongodb';
+import type { Collection, Db, Document, Filter, UpdateFilter, WithId } from 'mongodb';
 
 /**
  * The transactional outbox without transactions: events are written into the changed document itself
@@ -29,6 +29,11 @@ export function eventBytes(events: EventEnvelope[]): number {
   return bytes;
 }
 
+/** The collections whose documents carry an outbox; the relay and the metrics go through this list. */
+export const OUTBOX_COLLECTIONS = ['items', 'tasks'] as const;
+export type OutboxCollection = (typeof OUTBOX_COLLECTIONS)[number];
+
+/** Declared by the repository of each collection in OUTBOX_COLLECTIONS. */
 export const OUTBOX_INDEX = { key: { outbox_pending: 1 }, name: 'outbox_pending', sparse: true } as const;
 
 export function outboxOnInsert(events: EventEnvelope[]): Required<OutboxFields> {
@@ -168,9 +173,15 @@ export async function clearPublished(collection: Collection<Document>, published
  * Documents with pending events, in bounded batches and in no particular order (no sort, so MongoDB promises none):
  * each document's events stay in their order and documents do not depend on one another.
  */
-export function findPending(collection: Collection<Document>, limit: number) {
-  return collection
+export function findPending(db: Db, collection: OutboxCollection, limit: number) {
+  return db
+    .collection(collection)
     .find({ outbox_pending: true }, { projection: { _id: 1, company_id: 1, pending_events: 1 } })
     .limit(limit)
     .toArray();
+}
+
+/** Documents of `collection` whose events are not yet on the queues. */
+export function countPending(db: Db, collection: OutboxCollection): Promise<number> {
+  return db.collection(collection).countDocuments({ outbox_pending: true });
 }

@@ -1,6 +1,7 @@
 import type { EventEnvelope } from './envelope.js';
+import type { OutboxCollection } from './outbox.js';
 
-export type OutboxCollection = 'items' | 'tasks';
+export type { OutboxCollection };
 
 /**
  * The fast path after a write: try to hand the just-recorded events to the queues at once. It never

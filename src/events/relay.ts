@@ -1,11 +1,9 @@
-import { findPending } from './outbox.js';
+import { findPending, OUTBOX_COLLECTIONS } from './outbox.js';
 import type { Logger } from '../shared/logger.js';
 import type { EventEnvelope } from './envelope.js';
-import type { OutboxCollection } from './publisher.js';
 import type { QueueEventPublisher } from './queue-publisher.js';
 import type { Db } from 'mongodb';
 
-const OUTBOX_COLLECTIONS: OutboxCollection[] = ['items', 'tasks'];
 const BATCH = 200;
 const UNQUEUED_BATCH = 500;
 
@@ -26,7 +24,7 @@ export async function relayPendingEvents(db: Db, publisher: QueueEventPublisher,
   const pass: RelayPass = { moved: 0, queued: 0 };
   for (const collection of OUTBOX_COLLECTIONS) {
     for (;;) {
-      const pending = await findPending(db.collection(collection), BATCH);
+      const pending = await findPending(db, collection, BATCH);
       if (pending.length === 0) break;
       const documents = pending.map((doc) => ({
         documentId: String(doc._id),

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { countPending, OUTBOX_COLLECTIONS } from '../events/outbox.js';
 import type { Queue } from 'bullmq';
 import type { Db } from 'mongodb';
 
@@ -127,9 +128,9 @@ new Gauge({
   async collect() {
     this.reset();
     for (const db of trackedDatabases) {
-      for (const collection of ['items', 'tasks']) {
+      for (const collection of OUTBOX_COLLECTIONS) {
         try {
-          this.inc({ collection }, await db.collection(collection).countDocuments({ outbox_pending: true }));
+          this.inc({ collection }, await countPending(db, collection));
         } catch {
           // MongoDB unreachable: report nothing
         }

@@ -1,10 +1,10 @@
-import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
+import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { EventsRepository } from '../events/repository.js';
 import { type DeclaredIndex, ensureCollectionIndexes } from '../shared/indexes.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { TaskPriority, TaskType } from './kinds.js';
-import type { Collection, Db, Filter } from 'mongodb';
+import type { Collection, Db, Filter, FindCursor } from 'mongodb';
 
 export interface TaskDoc extends OutboxFields {
   _id: string;
@@ -72,8 +72,13 @@ export interface TaskListFilter {
 
 const EQUALITY_FILTERS = ['is_completed', 'assigned_to', 'item_id', 'task_type', 'priority'] as const;
 
+/** Tasks to the overdue scanner: open, live, due, not fired for their due time (see overdueBatch). */
+const OVERDUE_SCAN_INDEX = 'overdue_scan';
+/** Due times remembered per task as already fired for (a task's due time rarely moves more often). */
+const FIRED_DUES_KEPT = 20;
+
 export class TasksRepository {
-  readonly collection: Collection<TaskDoc>;
+  private readonly collection: Collection<TaskDoc>;
 
   /** Where a too-full outbox is moved (see updateWithEvents). */
   private readonly eventStore: EventsRepository;
@@ -93,7 +98,7 @@ export class TasksRepository {
       { key: { company_id: 1, is_completed: 1, due_at: 1, _id: 1 }, name: 'list_is_completed_due_at' },
       { key: { company_id: 1, updated_at: 1, _id: 1 }, name: 'list_updated_at' },
       { ...OUTBOX_INDEX },
-      { key: { is_completed: 1, overdue_fired_for: 1, due_at: 1 }, name: 'overdue_scan' },
+      { key: { is_completed: 1, overdue_fired_for: 1, due_at: 1 }, name: OVERDUE_SCAN_INDEX },
     ];
     // None is unique: each may be rebuilt at start when its declaration changes.
     return ensureCollectionIndexes(
@@ -149,6 +154,50 @@ export class TasksRepository {
       events,
       this.eventStore,
     );
+  }
+
+  /**
+   * One batch of the overdue scan (across companies): open live tasks due by `now` that have not fired
+   * for their due time, earliest first; hinted so it can never become a collection scan (bench/overdue.ts
+   * prints its plan). Archiving also sets overdue_fired_for, so archived tasks are never in range.
+   */
+  overdueBatch(now: Date, limit: number): FindCursor<TaskDoc> {
+    return this.collection
+      .find(
+        { is_completed: false, overdue_fired_for: null, due_at: { $lte: now }, ...LIVE_TASK },
+        { projection: { pending_events: 0 } },
+      )
+      .sort({ due_at: 1 })
+      .hint(OVERDUE_SCAN_INDEX)
+      .limit(limit);
+  }
+
+  /**
+   * Marks one task as fired for its due time and records its task.overdue in the same single-document
+   * write, conditional on the revision that was read (and, spelled out, on still being open, unfired
+   * and due then): of two overlapping scans, or a scan racing a PATCH, only one write can match.
+   * The revision bump makes a concurrent PATCH re-read and retry; updated_at is untouched because
+   * nothing in the task's API shape changed. True when this call fired it.
+   */
+  async markOverdueFired(task: TaskDoc, event: EventEnvelope): Promise<boolean> {
+    const outbox = outboxOnUpdate([event]);
+    const result = await this.collection.updateOne(
+      {
+        _id: task._id,
+        company_id: task.company_id,
+        revision: task.revision,
+        is_completed: false,
+        overdue_fired_for: null,
+        due_at: task.due_at,
+        ...LIVE_TASK,
+      },
+      {
+        $set: { overdue_fired_for: task.due_at, ...outbox.$set },
+        $inc: { revision: 1, ...outbox.$inc },
+        $push: { ...outbox.$push, overdue_fired_dues: { $each: [task.due_at], $slice: -FIRED_DUES_KEPT } } as never,
+      },
+    );
+    return result.modifiedCount === 1;
   }
 
   list(

@@ -1,11 +1,6 @@
 import { buildEvent, diffResources, type EventEnvelope } from '../events/envelope.js';
 import { outboxOnInsert } from '../events/outbox.js';
-import {
-  NotFoundError,
-  PreconditionFailedError,
-  ValidationError,
-  type FieldProblem,
-} from '../shared/errors.js';
+import { NotFoundError, PreconditionFailedError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
 import { retryLostRaces } from '../shared/optimistic.js';

@@ -43,7 +43,7 @@ describe('a write that loses every race to other writers', () => {
 
   it('item DELETE answers 503 and the item stays', async () => {
     const item = await createItem(t.app, tenant);
-    vi.spyOn(t.app.repos.items, 'archive').mockResolvedValue(false);
+    vi.spyOn(t.app.repos.items, 'archive').mockResolvedValue(null);
     expectContended(await ext(t.app, tenant.key, 'DELETE', `/items/${item.item_id}`));
     vi.restoreAllMocks();
     expect((await ext(t.app, tenant.key, 'GET', `/items/${item.item_id}`)).statusCode).toBe(200);
