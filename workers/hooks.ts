@@ -2,6 +2,7 @@ import { DelayedError, UnrecoverableError } from 'bullmq';
 import { ConsumerProgress } from '../src/events/progress.js';
 import { hookDeliveryKey, type AttemptRecord } from '../src/hooks/deliveries.repository.js';
 import { deliverWebhook, type DeliveryDeps, type DeliveryOutcome } from '../src/hooks/delivery.js';
+import { claimFanOut, type FanOutClaimDeps } from '../src/hooks/fanout-claim.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
 import { HookLanes } from '../src/hooks/lanes.js';
 import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
@@ -17,12 +18,6 @@ import type { DeliveryJob } from '../src/shared/queues.js';
 import type { RoleStarter } from './start.js';
 
 /**
- * How long the claim of an event added under a job id of its own is kept (see `claim` below; the
- * publisher's jobs never need one). An hour bounds the keys Redis holds.
- */
-const CLAIM_SECONDS = 3600;
-
-/**
  * The hooks role: `hook-fanout` makes each event's first attempt to every matching hook, and
  * `deliveries` runs the retries, redeliveries and automation webhooks; all over one keep-alive agent.
  */
@@ -35,6 +30,11 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
   const progress = new ConsumerProgress('hook-fanout', repos.events);
   const deliveries = createQueue('deliveries', settings);
   const fanoutQueue = createQueue('hook-fanout', settings); // to look up the publisher's job of an event
+  const claimDeps: FanOutClaimDeps = {
+    redis: connection,
+    prefix: config.QUEUE_PREFIX,
+    publisherJobExists: async (eventId) => Boolean(await fanoutQueue.getJob(eventId)),
+  };
   const sender = new WebhookSender(
     new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver),
     config.HOOK_TIMEOUT_MS,
@@ -76,22 +76,7 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     progress.track(async (job) => {
       const hooks = await fanOutEvent(job.data, {
         hooks: repos.hooks,
-        claim: async (eventId) => {
-          // The publisher's own job (id = event_id) is the only one BullMQ admits for an event: no check.
-          if (job.id === eventId) return true;
-          // Any other id is the same event added again by other means: it goes out only if the
-          // publisher's job does not exist and no other copy claimed it first (SET NX GET).
-          if (await fanoutQueue.getJob(eventId)) return false;
-          const claimedBy = await connection.set(
-            `${config.QUEUE_PREFIX}:fanout-claim:${eventId}`,
-            job.id!,
-            'EX',
-            CLAIM_SECONDS,
-            'NX',
-            'GET',
-          );
-          return claimedBy === null || claimedBy === job.id;
-        },
+        claim: (eventId) => claimFanOut(claimDeps, eventId, job.id!),
         deliver: async (hook, data, jobId) => {
           // A slow or failing receiver is served by the deliveries lane only, and a hook gets a share
           // of the fan-out's slots, so none can hold up the fan-out (and every other hook's delivery).

@@ -1,31 +1,12 @@
 import cron from 'node-cron';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { overdueScanDuration, overdueTasksFired } from '../src/shared/metrics.js';
-import { acquireRedisLock, type RedisLock } from '../src/shared/redis-lock.js';
-import { createRequestPathRedis, type RedisClient } from '../src/shared/redis.js';
+import { createRequestPathRedis } from '../src/shared/redis.js';
+import { acquireScanLock, claimOverdueTick, type ScanLock } from '../src/tasks/overdue-claims.js';
 import { scanOverdueTasks } from '../src/tasks/overdue.js';
 import { TasksRepository } from '../src/tasks/repository.js';
 import type { Logger } from '../src/shared/logger.js';
 import type { RoleStarter } from './start.js';
-
-// Outlives any clock skew between worker processes, so a process whose tick fires late finds it taken.
-const TICK_CLAIM_TTL_MS = 60_000;
-
-/** Every process's node-cron fires the same tick time; the first SET NX of that tick's key wins it. */
-export async function claimOverdueTick(redis: RedisClient, prefix: string, tick: Date): Promise<boolean> {
-  const key = `${prefix}:overdue:tick:${Math.floor(tick.getTime() / 1000)}`;
-  return (await redis.set(key, String(process.pid), 'PX', TICK_CLAIM_TTL_MS, 'NX')) === 'OK';
-}
-
-export type ScanLock = RedisLock;
-
-/**
- * Held for the duration of a scan, across processes, so a tick that overlaps a slow scan does not
- * start a second one. Renewed while held; if the holder dies, it expires after `ttlMs`.
- */
-export function acquireScanLock(redis: RedisClient, prefix: string, ttlMs: number): Promise<ScanLock | null> {
-  return acquireRedisLock(redis, `${prefix}:overdue:running`, ttlMs);
-}
 
 /**
  * node-cron's own messages go to pino. Its warnings (a tick skipped because the previous scan still
