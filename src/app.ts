@@ -29,7 +29,7 @@ import { opsRoutes } from './ops/routes.js';
 import { SlidingWindowLimiter } from './ratelimit/sliding-window.js';
 import { createRepositories, type Repositories } from './repositories.js';
 import { createDomainServices } from './services.js';
-import { createChangeFeeds, type ChangeFeeds } from './shared/announced-cache.js';
+import { createChangeFeeds, type ChangeFeeds } from './shared/change-feeds.js';
 import { ValidationError } from './shared/errors.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';

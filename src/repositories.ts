@@ -10,7 +10,7 @@ import { ItemsRepository } from './items/repository.js';
 import { PipelinesRepository } from './pipelines/repository.js';
 import { TasksRepository } from './tasks/repository.js';
 import { UsersRepository } from './users/repository.js';
-import type { ChangeFeeds } from './shared/announced-cache.js';
+import type { ChangeFeeds } from './shared/change-feeds.js';
 import type { Logger } from './shared/logger.js';
 import type { Db } from 'mongodb';
 

@@ -9,7 +9,7 @@ import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { TargetGuard } from '../src/hooks/target-guard.js';
 import { createRepositories } from '../src/repositories.js';
-import { createChangeFeeds } from '../src/shared/announced-cache.js';
+import { createChangeFeeds } from '../src/shared/change-feeds.js';
 import { Coalescer } from '../src/shared/coalesce.js';
 import { observeDeliveryAttempt } from '../src/shared/metrics.js';
 import { createQueue, startWorker } from '../src/shared/queues.js';

@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
 import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
-import type { ChangeAnnouncer } from '../shared/announced-cache.js';
+import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 import type { Scope } from './scopes.js';
 
@@ -13,6 +13,12 @@ export interface AuthContext {
   userId: string;
   scopes: ReadonlySet<Scope>;
 }
+
+/**
+ * Who a service call acts for, one name everywhere: the company every read and write is scoped to and
+ * the user records are written by (an API key's creator, or an automation's owner).
+ */
+export type Actor = Pick<AuthContext, 'companyId' | 'userId'>;
 
 interface CachedKey {
   key: ApiKeyDoc;

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
-import type { ChangeAnnouncer } from '../shared/announced-cache.js';
+import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 
 const BLOCK_ANNOUNCEMENT = 'auth-blocked';
 

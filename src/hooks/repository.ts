@@ -1,5 +1,5 @@
 import { MongoServerError, type Collection, type Db, type FindCursor } from 'mongodb';
-import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
+import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { EventEnvelope, EventType } from '../events/envelope.js';

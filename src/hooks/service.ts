@@ -20,7 +20,7 @@ import {
   type RotatedSecretResponse,
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
-import type { AuthContext } from '../auth/authenticator.js';
+import type { Actor } from '../auth/authenticator.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
 import type { HookDoc, HooksRepository } from './repository.js';
@@ -40,9 +40,7 @@ export interface HooksServiceDeps {
   enqueueDelivery(data: DeliveryJob, jobId: string): Promise<void>;
 }
 
-type Caller = Pick<AuthContext, 'companyId'>;
-
-/** REST hook subscriptions (DECISIONS.md section 9); every lookup is scoped to the caller's company. */
+/** REST hook subscriptions (DECISIONS.md section 9); every lookup is scoped to the actor's company. */
 export class HooksService {
   constructor(private readonly deps: HooksServiceDeps) {}
 
@@ -76,8 +74,8 @@ export class HooksService {
    * together pass the cap, each sees the others' inserts in its count and backs out, so the company
    * never keeps more than the cap (a race at the cap can refuse both; a retry then gets one in).
    */
-  async subscribe(caller: Caller, body: CreateHookBody): Promise<CreatedHookResponse> {
-    const companyId = caller.companyId;
+  async subscribe(actor: Actor, body: CreateHookBody): Promise<CreatedHookResponse> {
+    const companyId = actor.companyId;
     ValidationError.throwIfAny(await this.referenceProblems(companyId, body));
     const events = requestedEvents(body);
     const max = this.deps.maxHooksPerCompany;
@@ -113,25 +111,23 @@ export class HooksService {
     throw new HookExistsError(hook._id);
   }
 
-  async unsubscribe(caller: Caller, hookId: string): Promise<void> {
-    if (!(await this.deps.hooks.delete(caller.companyId, hookId))) throw new NotFoundError('Hook');
-    await this.deps.deliveries.deleteForHook(caller.companyId, hookId);
+  async unsubscribe(actor: Actor, hookId: string): Promise<void> {
+    if (!(await this.deps.hooks.delete(actor.companyId, hookId))) throw new NotFoundError('Hook');
+    await this.deps.deliveries.deleteForHook(actor.companyId, hookId);
   }
 
-  async recentAttempts(caller: Caller, hookId: string): Promise<DeliveryAttemptResponse[]> {
-    await this.find(caller, hookId);
-    return (await this.deps.deliveries.recentAttempts(caller.companyId, hookId, RECENT_ATTEMPTS)).map(
-      toAttemptResponse,
-    );
+  async recentAttempts(actor: Actor, hookId: string): Promise<DeliveryAttemptResponse[]> {
+    await this.find(actor, hookId);
+    return (await this.deps.deliveries.recentAttempts(actor.companyId, hookId, RECENT_ATTEMPTS)).map(toAttemptResponse);
   }
 
   /**
    * A new signing secret, shown this once; the current one keeps signing next to it for 24 h. A
    * secret kept from an earlier rotation stops at once, so at most two sign at any time.
    */
-  async rotateSecret(caller: Caller, hookId: string): Promise<RotatedSecretResponse> {
+  async rotateSecret(actor: Actor, hookId: string): Promise<RotatedSecretResponse> {
     const expiresAt = new Date(Date.now() + SECRET_ROTATION_OVERLAP_MS);
-    const hook = await this.deps.hooks.rotateSecret(caller.companyId, hookId, newWebhookSecret(), expiresAt);
+    const hook = await this.deps.hooks.rotateSecret(actor.companyId, hookId, newWebhookSecret(), expiresAt);
     if (!hook) throw new NotFoundError('Hook');
     return { hook_id: hook._id, secret: hook.secret, previous_secret_expires_at: expiresAt.toISOString() };
   }
@@ -140,30 +136,30 @@ export class HooksService {
    * Sends a `hook.ping` event (`data: { hook_id }`) to the hook through the normal signed delivery;
    * it is listed with the hook's deliveries. Like a redelivery, it re-enables a disabled hook.
    */
-  async ping(caller: Caller, hookId: string): Promise<HookPingResponse> {
-    const hook = await this.find(caller, hookId);
+  async ping(actor: Actor, hookId: string): Promise<HookPingResponse> {
+    const hook = await this.find(actor, hookId);
     const event: WebhookEnvelope = {
       event_id: newId('event'),
       type: HOOK_PING,
-      company_id: caller.companyId,
+      company_id: actor.companyId,
       occurred_at: new Date().toISOString(),
       data: { hook_id: hookId },
     };
-    if (hook.disabled_at) await this.deps.hooks.reenable(caller.companyId, hookId);
+    if (hook.disabled_at) await this.deps.hooks.reenable(actor.companyId, hookId);
     await this.enqueue({ event, target: { kind: 'hook', hook_id: hookId } }, hookDeliveryJobId(hookId, event.event_id));
     return { hook_id: hookId, event_id: event.event_id, status: 'queued' };
   }
 
   /** Sends a recorded event to the hook again (same webhook-id) and re-enables a disabled hook. */
   async redeliver(
-    caller: Caller,
+    actor: Actor,
     hookId: string,
     eventId: string,
   ): Promise<{ hook_id: string; event_id: string; status: 'queued' }> {
-    const hook = await this.find(caller, hookId);
-    const event = await this.deps.deliveries.findHookEvent(caller.companyId, hookId, eventId);
+    const hook = await this.find(actor, hookId);
+    const event = await this.deps.deliveries.findHookEvent(actor.companyId, hookId, eventId);
     if (!event) throw new NotFoundError('Delivery');
-    if (hook.disabled_at) await this.deps.hooks.reenable(caller.companyId, hookId);
+    if (hook.disabled_at) await this.deps.hooks.reenable(actor.companyId, hookId);
     await this.enqueue(
       { event, target: { kind: 'hook', hook_id: hookId } },
       hookDeliveryJobId(hookId, eventId, `redeliver-${Date.now()}`),
@@ -179,8 +175,8 @@ export class HooksService {
     }
   }
 
-  private async find(caller: Caller, hookId: string): Promise<HookDoc> {
-    const hook = await this.deps.hooks.findById(caller.companyId, hookId);
+  private async find(actor: Actor, hookId: string): Promise<HookDoc> {
+    const hook = await this.deps.hooks.findById(actor.companyId, hookId);
     if (!hook) throw new NotFoundError('Hook');
     return hook;
   }

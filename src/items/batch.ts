@@ -2,7 +2,8 @@ import { problemFromError, type Problem } from '../http/problem.js';
 import { AppError, ValidationError } from '../shared/errors.js';
 import { problemsFromZodIssues } from '../shared/zod-problems.js';
 import { batchOperationSchemas, type batchBody, type ItemResponse } from './schemas.js';
-import type { Actor, ItemsService } from './service.js';
+import type { Actor } from '../auth/authenticator.js';
+import type { ItemsService } from './service.js';
 import type { z } from 'zod';
 
 export interface BatchResult {

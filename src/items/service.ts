@@ -29,7 +29,7 @@ import {
   type upsertItemBody,
 } from './schemas.js';
 import { itemSearch, nameWords } from './search.js';
-import type { AuthContext } from '../auth/authenticator.js';
+import type { Actor } from '../auth/authenticator.js';
 import type { EventPublisher } from '../events/publisher.js';
 import type { PipelineDoc, PipelinesRepository } from '../pipelines/repository.js';
 import type { CursorCodec } from '../shared/pagination.js';
@@ -40,7 +40,6 @@ import type { z } from 'zod';
 const MAX_DUPLICATE_MATCHES = 20;
 
 /** Who makes a change: an API key's company and creator, or an automation acting for a task's creator. */
-export type Actor = Pick<AuthContext, 'companyId' | 'userId'>;
 const UPDATE_RETRIES = 10;
 /** Items whose latest known version this process keeps (see ItemsService.recent). */
 const RECENT_ITEMS = 10_000;
@@ -171,7 +170,7 @@ export class ItemsService {
 
   /** The stored document of a validated new item and its item.created event (recorded in the same insert). */
   private buildNew(
-    auth: Actor,
+    actor: Actor,
     body: NewItemInput,
     checked: { pipeline: PipelineDoc; custom: CustomValues },
     seq: number,
@@ -181,7 +180,7 @@ export class ItemsService {
     const values = { name: body.name, contact_id: body.contact_id ?? null, custom };
     const doc: ItemDoc = {
       _id: newId('item'),
-      company_id: auth.companyId,
+      company_id: actor.companyId,
       short_id: `I-${seq}`,
       name: body.name,
       pipeline_id: pipeline._id,
@@ -198,14 +197,14 @@ export class ItemsService {
       updated_at: now,
     };
     const response = toItemResponse(doc, pipeline);
-    const events = [buildEvent('item.created', auth.companyId, response, { occurredAt: now })];
+    const events = [buildEvent('item.created', actor.companyId, response, { occurredAt: now })];
     return { doc: { ...doc, ...outboxOnInsert(events) }, response, events };
   }
 
-  async create(auth: Actor, body: NewItemInput): Promise<ItemResponse> {
-    const checked = await this.validateNew(auth.companyId, body);
-    const seq = await this.shortIds.next(`items:${auth.companyId}`);
-    const created = this.buildNew(auth, body, checked, seq, new Date());
+  async create(actor: Actor, body: NewItemInput): Promise<ItemResponse> {
+    const checked = await this.validateNew(actor.companyId, body);
+    const seq = await this.shortIds.next(`items:${actor.companyId}`);
+    const created = this.buildNew(actor, body, checked, seq, new Date());
     await this.deps.items.insert(created.doc);
     this.deps.publisher.publishRecorded('items', created.doc._id, created.events);
     const { pending_events: _events, outbox_pending: _pending, outbox_bytes: _bytes, ...stored } = created.doc;
@@ -217,23 +216,23 @@ export class ItemsService {
    * Many creates at once (the batch route): one short_id block, one unordered insert, each item with
    * its own event. Each entry stands alone: its result is the item or the error that kept it out.
    */
-  async createMany(auth: Actor, bodies: NewItemInput[]): Promise<Array<ItemResponse | AppError>> {
+  async createMany(actor: Actor, bodies: NewItemInput[]): Promise<Array<ItemResponse | AppError>> {
     const checked = await Promise.all(
       bodies.map((body) =>
-        this.validateNew(auth.companyId, body).catch((error: unknown) => {
+        this.validateNew(actor.companyId, body).catch((error: unknown) => {
           if (error instanceof AppError) return error;
           throw error;
         }),
       ),
     );
     const valid = checked.filter((entry) => !(entry instanceof AppError)).length;
-    const last = valid === 0 ? 0 : await nextSequence(this.deps.db, `items:${auth.companyId}`, valid);
+    const last = valid === 0 ? 0 : await nextSequence(this.deps.db, `items:${actor.companyId}`, valid);
     let seq = last - valid;
     const now = new Date();
     const built = checked.map((entry, index) =>
       entry instanceof AppError
         ? entry
-        : this.buildNew(auth, must(bodies[index], 'a body per entry'), entry, ++seq, now),
+        : this.buildNew(actor, must(bodies[index], 'a body per entry'), entry, ++seq, now),
     );
     const toInsert = built.filter((entry): entry is Exclude<typeof entry, AppError> => !(entry instanceof AppError));
     const outcomes = await this.deps.items.insertMany(toInsert.map((entry) => entry.doc));
@@ -247,11 +246,11 @@ export class ItemsService {
     });
   }
 
-  async get(auth: AuthContext, itemId: string): Promise<ItemResponse> {
-    const doc = await this.deps.items.findById(auth.companyId, itemId);
+  async get(actor: Actor, itemId: string): Promise<ItemResponse> {
+    const doc = await this.deps.items.findById(actor.companyId, itemId);
     if (!doc) throw new NotFoundError('Item');
     this.remember(doc); // the client is likely to send this version back with a PATCH
-    return toItemResponse(doc, await this.pipelineFor(auth.companyId, doc.pipeline_id));
+    return toItemResponse(doc, await this.pipelineFor(actor.companyId, doc.pipeline_id));
   }
 
   /**
@@ -260,7 +259,7 @@ export class ItemsService {
    * race, so no concurrent change is ever silently overwritten. A no-op changes nothing.
    */
   async update(
-    auth: Actor,
+    actor: Actor,
     itemId: string,
     body: z.infer<typeof updateItemBody>,
     ifMatch?: string,
@@ -269,13 +268,13 @@ export class ItemsService {
     // With `version` alone, the item as this process last saw it at that version stands in for the
     // read (If-Match is compared with the stored version, so it always reads).
     const known = body.version !== undefined && ifMatch === undefined;
-    let recent = known ? this.recent(auth.companyId, itemId, body.version!) : undefined;
+    let recent = known ? this.recent(actor.companyId, itemId, body.version!) : undefined;
     return retryLostRaces('item', UPDATE_RETRIES, async () => {
-      const current = recent ?? (await this.deps.items.findById(auth.companyId, itemId));
+      const current = recent ?? (await this.deps.items.findById(actor.companyId, itemId));
       if (!current) throw new NotFoundError('Item');
       const confirmed = recent === undefined;
       recent = undefined;
-      return this.applyUpdate(auth, current, body, { version: body.version, ifMatch, confirmed }, options.depth);
+      return this.applyUpdate(actor, current, body, { version: body.version, ifMatch, confirmed }, options.depth);
     });
   }
 
@@ -285,21 +284,21 @@ export class ItemsService {
    * the unique index and retries as an update.
    */
   async upsert(
-    auth: Actor,
+    actor: Actor,
     externalId: string,
     body: z.infer<typeof upsertItemBody>,
     ifMatch?: string,
   ): Promise<{ item: ItemResponse; created: boolean }> {
     const { version, ...fields } = body;
     return retryLostRaces('item', UPDATE_RETRIES, async () => {
-      const current = await this.deps.items.findByExternalId(auth.companyId, externalId);
+      const current = await this.deps.items.findByExternalId(actor.companyId, externalId);
       if (!current) {
         // There is no current version for an expectation to match (RFC 9110: If-Match fails).
         if (ifMatch !== undefined) throw new PreconditionFailedError();
         if (version !== undefined) throw new VersionConflictError(0);
-        const checked = await this.validateNew(auth.companyId, fields);
-        const seq = await this.shortIds.next(`items:${auth.companyId}`);
-        const created = this.buildNew(auth, { ...fields, external_id: externalId }, checked, seq, new Date());
+        const checked = await this.validateNew(actor.companyId, fields);
+        const seq = await this.shortIds.next(`items:${actor.companyId}`);
+        const created = this.buildNew(actor, { ...fields, external_id: externalId }, checked, seq, new Date());
         try {
           await this.deps.items.insert(created.doc);
         } catch (error) {
@@ -313,7 +312,7 @@ export class ItemsService {
         throw ValidationError.single('pipeline_id', 'an existing item cannot move to another pipeline');
       }
       const { pipeline_id: _pipeline, ...changes } = fields;
-      const saved = await this.applyUpdate(auth, current, changes, { version, ifMatch });
+      const saved = await this.applyUpdate(actor, current, changes, { version, ifMatch });
       return saved && { item: saved, created: false };
     });
   }
@@ -324,13 +323,13 @@ export class ItemsService {
    * explicit expectation a lost race is the 409/412 instead.
    */
   private async applyUpdate(
-    auth: Actor,
+    actor: Actor,
     current: ItemDoc,
     changes: ItemUpdateInput,
     expected: { version?: number; ifMatch?: string; confirmed?: boolean },
     depth?: number,
   ): Promise<ItemResponse | null> {
-    const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
+    const pipeline = await this.pipelineFor(actor.companyId, current.pipeline_id);
     const { custom: metadata, problems } = checkAgainstPipeline(pipeline, changes, 'update');
     ValidationError.throwIfAny(problems);
     const { version, ifMatch } = expected;
@@ -363,9 +362,9 @@ export class ItemsService {
       dup_tokens: duplicateTokens(pipeline, next),
       name_words: nameWords(next.name),
     };
-    const events = [buildEvent('item.updated', auth.companyId, after, { changes: diff, occurredAt: now, depth })];
+    const events = [buildEvent('item.updated', actor.companyId, after, { changes: diff, occurredAt: now, depth })];
     const saved = await this.deps.items.updateIfVersion(
-      auth.companyId,
+      actor.companyId,
       current._id,
       current.version,
       update,
@@ -379,7 +378,7 @@ export class ItemsService {
     }
     // Someone else wrote first. With an explicit expectation that is a conflict; otherwise re-read and retry.
     if (version === undefined && ifMatch === undefined) return null;
-    const latest = await this.deps.items.findById(auth.companyId, current._id);
+    const latest = await this.deps.items.findById(actor.companyId, current._id);
     if (!latest) throw new NotFoundError('Item');
     if (version !== undefined) throw new VersionConflictError(latest.version);
     throw new PreconditionFailedError(latest.version);
@@ -389,17 +388,17 @@ export class ItemsService {
    * Archives the item (DECISIONS.md section 12.3): reads 404 afterwards, its tasks stay, and
    * item.deleted carries the item as it was. A compare-and-set on the version read, retried on a race.
    */
-  async delete(auth: Actor, itemId: string, ifMatch?: string): Promise<void> {
+  async delete(actor: Actor, itemId: string, ifMatch?: string): Promise<void> {
     await retryLostRaces('item', UPDATE_RETRIES, async () => {
-      const current = await this.deps.items.findById(auth.companyId, itemId);
+      const current = await this.deps.items.findById(actor.companyId, itemId);
       if (!current) throw new NotFoundError('Item');
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, versionEtag(current.version))) {
         throw new PreconditionFailedError(current.version);
       }
-      const pipeline = await this.pipelineFor(auth.companyId, current.pipeline_id);
+      const pipeline = await this.pipelineFor(actor.companyId, current.pipeline_id);
       const now = new Date();
       const events = [
-        buildEvent('item.deleted', auth.companyId, toItemResponse(current, pipeline), { occurredAt: now }),
+        buildEvent('item.deleted', actor.companyId, toItemResponse(current, pipeline), { occurredAt: now }),
       ];
       if (!(await this.deps.items.archive(current, now, events))) return null;
       this.deps.publisher.publishRecorded('items', itemId, events);
@@ -408,19 +407,19 @@ export class ItemsService {
   }
 
   async list(
-    auth: AuthContext,
+    actor: Actor,
     query: z.infer<typeof listItemsQuery>,
   ): Promise<{ items: ItemResponse[]; nextCursor?: string }> {
     const sort = parseSort(query.sort);
     const { cursor: rawCursor, limit, sort: _sort, ...filter } = query;
     const { pipeline_id, stage_id, status_id, contact_id, external_id, created_after, updated_after, q, ...metadata } =
       filter;
-    const search = await this.searchOf(auth.companyId, pipeline_id, q, metadata);
+    const search = await this.searchOf(actor.companyId, pipeline_id, q, metadata);
     const codec = await this.deps.cursors();
-    const scope = `items:${auth.companyId}:${JSON.stringify({ ...filter, sort: query.sort })}`;
+    const scope = `items:${actor.companyId}:${JSON.stringify({ ...filter, sort: query.sort })}`;
     const cursor = rawCursor ? codec.decode(rawCursor, scope) : undefined;
     const rows = await this.deps.items.list(
-      auth.companyId,
+      actor.companyId,
       { pipeline_id, stage_id, status_id, contact_id, external_id, created_after, updated_after, ...search },
       sort,
       limit + 1,
@@ -434,7 +433,7 @@ export class ItemsService {
     );
     const pipelineIds = [...new Set(page.rows.map((row) => row.pipeline_id))];
     const pipelines = new Map<string, PipelineDoc>();
-    for (const id of pipelineIds) pipelines.set(id, await this.pipelineFor(auth.companyId, id));
+    for (const id of pipelineIds) pipelines.set(id, await this.pipelineFor(actor.companyId, id));
     return {
       items: page.rows.map((row) => toItemResponse(row, pipelines.get(row.pipeline_id)!)),
       nextCursor: page.nextCursor,
@@ -451,8 +450,8 @@ export class ItemsService {
   }
 
   /** Applies the pipeline's duplicate_detection config; never writes anything. */
-  async checkDuplicates(auth: AuthContext, body: z.infer<typeof checkDuplicatesBody>) {
-    const pipeline = await this.deps.pipelines.findCached(auth.companyId, body.pipeline_id);
+  async checkDuplicates(actor: Actor, body: z.infer<typeof checkDuplicatesBody>) {
+    const pipeline = await this.deps.pipelines.findCached(actor.companyId, body.pipeline_id);
     if (!pipeline) throw ValidationError.single('pipeline_id', 'is not a pipeline of this company');
     const probes = probeTokens(pipeline, body);
     const config = pipeline.duplicate_detection;
@@ -462,7 +461,7 @@ export class ItemsService {
     }
     const tokens = [...probes.values()];
     const rows = await this.deps.items.findByTokens(
-      auth.companyId,
+      actor.companyId,
       pipeline._id,
       tokens,
       config.match,

@@ -1,4 +1,4 @@
-import { AnnouncedCache, type ChangeAnnouncer } from '../shared/announced-cache.js';
+import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { isIdOf } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { DuplicateDetection, FieldDefinition, PipelineResponse } from './schemas.js';

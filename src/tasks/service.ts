@@ -12,7 +12,7 @@ import {
   type TaskResponse,
   type UpdateTaskBody,
 } from './schemas.js';
-import type { AuthContext } from '../auth/authenticator.js';
+import type { Actor } from '../auth/authenticator.js';
 import type { EventPublisher } from '../events/publisher.js';
 import type { ItemsRepository } from '../items/repository.js';
 import type { UsersRepository } from '../users/repository.js';
@@ -30,7 +30,6 @@ export interface TasksServiceDeps {
 }
 
 /** Who acts: an API key's company and creator, or the automation that acts on their behalf. */
-export type TaskActor = Pick<AuthContext, 'companyId' | 'userId'>;
 
 export interface TaskWriteOptions {
   /** Automation chain depth, put on every event the call records (DECISIONS.md section 9). */
@@ -92,7 +91,7 @@ export class TasksService {
     return problems;
   }
 
-  async create(actor: TaskActor, body: CreateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
+  async create(actor: Actor, body: CreateTaskBody, options: TaskWriteOptions = {}): Promise<TaskResponse> {
     const assignedTo = body.assigned_to ?? actor.userId;
     // The key's creator was checked when the key was made (users are never deleted): no lookup for the default.
     ValidationError.throwIfAny(
@@ -130,7 +129,7 @@ export class TasksService {
     return response;
   }
 
-  async get(actor: TaskActor, taskId: string): Promise<TaskResponse> {
+  async get(actor: Actor, taskId: string): Promise<TaskResponse> {
     const doc = await this.deps.tasks.findById(actor.companyId, taskId);
     if (!doc) throw new NotFoundError('Task');
     return toTaskResponse(doc);
@@ -141,7 +140,7 @@ export class TasksService {
    * completion transition and its events are never computed from a stale read. A no-op writes nothing.
    */
   async update(
-    actor: TaskActor,
+    actor: Actor,
     taskId: string,
     body: UpdateTaskBody,
     options: TaskWriteOptions = {},
@@ -181,7 +180,7 @@ export class TasksService {
    * Archives the task (DECISIONS.md section 12.3): reads 404 afterwards and task.deleted carries the
    * task as it was. `If-Match` is compared with the task's ETag (see taskEtag).
    */
-  async delete(actor: TaskActor, taskId: string, ifMatch?: string): Promise<void> {
+  async delete(actor: Actor, taskId: string, ifMatch?: string): Promise<void> {
     await retryLostRaces('task', UPDATE_RETRIES, async () => {
       const current = await this.deps.tasks.findById(actor.companyId, taskId);
       if (!current) throw new NotFoundError('Task');
@@ -195,7 +194,7 @@ export class TasksService {
     });
   }
 
-  async list(actor: TaskActor, query: ListTasksQuery): Promise<{ tasks: TaskResponse[]; nextCursor?: string }> {
+  async list(actor: Actor, query: ListTasksQuery): Promise<{ tasks: TaskResponse[]; nextCursor?: string }> {
     const sort = parseSort(query.sort);
     const { cursor: rawCursor, limit, sort: _sort, overdue, ...filter } = query;
     const codec = await this.deps.cursors();
