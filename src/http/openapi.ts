@@ -299,7 +299,7 @@ function adminSummary(method: string, path: string): string {
   return `${collection === 'api-keys' && method === 'delete' ? 'Revoke' : verb} ${article} ${singular}`;
 }
 
-/** The admin document: problem+json errors, the request id header, operation ids, the bearer scheme. */
+/** The admin document: problem+json errors with an example per code, the request id header, operation ids, the bearer scheme. */
 function decorateAdminDocument(document: Json): Json {
   for (const [path, operations] of Object.entries<Json>(document.paths ?? {})) {
     for (const [method, operation] of Object.entries<Json>(operations)) {
@@ -309,8 +309,16 @@ function decorateAdminDocument(document: Json): Json {
       for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
         if (response.description === 'Default Response')
           response.description = ADMIN_STATUS_DESCRIPTIONS[status] ?? 'Response';
-        if (Number(status) >= 400 && response.content?.['application/json'])
-          response.content = { [PROBLEM_CONTENT_TYPE]: response.content['application/json'] };
+        if (Number(status) >= 400 && response.content?.['application/json']) {
+          const examples = problemExamples(Number(status), method, path, undefined);
+          if (examples.unauthorized) examples.unauthorized.value.detail = 'The admin bearer token is missing or wrong.';
+          response.content = {
+            [PROBLEM_CONTENT_TYPE]: {
+              ...response.content['application/json'],
+              ...(Object.keys(examples).length > 0 ? { examples } : {}),
+            },
+          };
+        }
         response.headers = { 'x-request-id': { $ref: '#/components/headers/RequestId' }, ...response.headers };
       }
     }

@@ -142,6 +142,24 @@ describe('the reference generates good SDKs', () => {
   });
 });
 
+describe('the admin reference', () => {
+  it('gives every admin error response an example body per code, the type resolving to /docs/errors', async () => {
+    const admin: Json = (await t.app.inject({ method: 'GET', url: '/v1/admin/openapi.json' })).json();
+    let checked = 0;
+    for (const [path, byMethod] of Object.entries<Json>(admin.paths))
+      for (const [method, operation] of Object.entries<Json>(byMethod))
+        for (const [status, response] of Object.entries<Json>(operation.responses)) {
+          if (Number(status) < 400) continue;
+          const examples: Json = response.content['application/problem+json'].examples ?? {};
+          expect(Object.keys(examples).length, `${method} ${path} ${status}`).toBeGreaterThan(0);
+          for (const [code, example] of Object.entries<Json>(examples))
+            expect(example.value).toMatchObject({ status: Number(status), code, type: `/docs/errors#${code}` });
+          checked++;
+        }
+    expect(checked).toBeGreaterThan(30);
+  });
+});
+
 describe('error reference', () => {
   it('answers with a type that resolves to the code on the served /docs/errors page', async () => {
     const body = expectProblem(await ext(t.app, tenant.key, 'POST', '/tasks', { title: '' }), 400, 'validation_failed');
