@@ -49,6 +49,8 @@ const pretty = process.stdout.isTTY
       singleLine: true,
       ignore: 'pid,hostname',
       translateTime: 'HH:MM:ss.l',
+      // Only `err` holds an Error; a delivery's `error` is its category (null when it succeeded), kept on its line.
+      errorLikeObjectKeys: ['err'],
     })
   : undefined;
 const logger = createLogger(config.LOG_LEVEL, 'dev', pretty);
