@@ -45,13 +45,22 @@ const deadline = setTimeout(
   options.deadlineSeconds * 1000,
 );
 
-/** Events of the CRUD scenarios (a company without hooks) queued while no worker ran: not the webhook scenario's work. */
+/**
+ * Events of the request scenarios (tens of thousands of tasks, a company without hooks) queued while no
+ * worker ran: not the worker scenarios' work. They are dropped from the queues and settled in MongoDB,
+ * where each is recorded as unfinished for every consumer: left there, the worker's first reconciliation
+ * (no mark in Redis yet) and its follow-up pass put every one of them back on the queues, ahead of and
+ * among the soak's and the webhook scenario's events (that was the 80 deliveries/s of 2026-11-24).
+ */
 async function dropEventBacklog(stack: Stack): Promise<void> {
   for (const name of EVENT_QUEUES) {
     const queue = createQueue(name, { connection: stack.redis, prefix: stack.queuePrefix });
     await queue.obliterate({ force: true });
     await queue.close();
   }
+  await stack.db
+    .collection('events')
+    .updateMany({ pending: { $ne: [] } }, { $set: { pending: [] }, $unset: { unqueued: '' } });
 }
 
 /** Top self-time functions of each profiled process's main thread (thread id 0 in the file name). */

@@ -144,6 +144,24 @@ async function pacedIntoQueue(
   return settle(receiver, total);
 }
 
+/**
+ * The scenario measures its own events only: anything still queued (the soak's last events, or work a
+ * reconciliation put back) would be delivered among them and lower the figure. Waits for that to drain,
+ * and fails rather than measure behind a backlog that does not drain.
+ */
+async function untilDrained(queue: Queue<EventEnvelope, unknown, string>): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const queued = await queue.getJobCountByTypes('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+    if (queued === 0) return;
+    if (Date.now() > deadline)
+      throw new Error(
+        `hook-fanout still holds ${queued} jobs before the webhook scenario: it would measure behind them`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 async function subscribe(context: BenchContext, targetUrl: string): Promise<void> {
   const response = await fetch(`${context.stack.web.url}/v1/ext/hooks`, {
     method: 'POST',
@@ -165,6 +183,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
   console.log('Webhook delivery');
   await subscribe(context, receiver.url('/ours'));
   const fanout = createQueue('hook-fanout', settings);
+  await untilDrained(fanout);
 
   await backlog(receiver, fanout, seeded.hooks, warmup, 'worker');
   const ours = await backlog(receiver, fanout, seeded.hooks, options.webhookEvents, 'worker');
