@@ -28,6 +28,8 @@ export interface Stack {
   web: Service;
   baseline: Service;
   worker?: ChildProcess;
+  /** The worker's metrics server (METRICS_PORT), once it runs: it counts its MongoDB commands (MONGO_COMMAND_METRICS). */
+  workerMetrics?: { url: string };
   children: Children;
   /** Starts the one worker process (`WORKERS=hooks,relay`); resolves once it serves /metrics. */
   startWorker(): Promise<ChildProcess>;
@@ -182,11 +184,14 @@ export async function startStack(options: BenchOptions, children: Children): Pro
           ...common,
           WORKERS: 'hooks,relay',
           METRICS_PORT: String(metricsPort),
+          // Round trips per delivery for the webhook row (one listener call per command: negligible).
+          MONGO_COMMAND_METRICS: 'true',
         },
         { stdout: log('worker'), nodeArgs: [...profileArgs(options, 'worker'), ...preload()] },
       );
       await waitForHttp(`http://127.0.0.1:${metricsPort}/metrics`, worker, 60_000);
       stack.worker = worker;
+      stack.workerMetrics = { url: `http://127.0.0.1:${metricsPort}` };
       cpuMeter.watch('worker', worker.pid);
       return worker;
     },

@@ -1,5 +1,5 @@
 import { DelayedError, UnrecoverableError } from 'bullmq';
-import { ConsumerProgress } from '../src/events/progress.js';
+import { ConsumerProgress, WORKER_RECORD_INTERVAL_MS } from '../src/events/progress.js';
 import { hookDeliveryKey, type AttemptRecord } from '../src/hooks/deliveries.repository.js';
 import { deliverWebhook, type DeliveryDeps, type DeliveryOutcome } from '../src/hooks/delivery.js';
 import { claimFanOut, type FanOutClaimDeps } from '../src/hooks/fanout-claim.js';
@@ -39,7 +39,10 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver),
     config.HOOK_TIMEOUT_MS,
   );
-  const attempts = new Coalescer<AttemptRecord>((records) => repos.deliveries.recordAttempts(records)); // one bulk write for attempts made together
+  // One bulk write for the attempts made together (under load, those of each WORKER_RECORD_INTERVAL_MS).
+  const attempts = new Coalescer<AttemptRecord>((records) => repos.deliveries.recordAttempts(records), {
+    minIntervalMs: WORKER_RECORD_INTERVAL_MS,
+  });
   const deliveryDeps: DeliveryDeps = {
     hooks: repos.hooks,
     deliveries: {
@@ -84,7 +87,11 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
           if (!permit) return handOff(hook._id, data, jobId);
           let result: DeliveryOutcome | undefined;
           try {
-            result = await deliverWebhook(data, { jobId, attempt: 1, hook }, deliveryDeps);
+            result = await deliverWebhook(
+              data,
+              { jobId, attempt: 1, hook, answered: (delivered) => permit.done(delivered) },
+              deliveryDeps,
+            );
           } finally {
             permit.done(result?.outcome === 'delivered');
           }
@@ -116,7 +123,11 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
       const attempt = (job.data.attempts_before ?? 0) + job.attemptsStarted - (job.data.deferrals ?? 0);
       let result: DeliveryOutcome | undefined;
       try {
-        result = await deliverWebhook(job.data, { jobId: job.id!, attempt }, { ...deliveryDeps, logger: log });
+        result = await deliverWebhook(
+          job.data,
+          { jobId: job.id!, attempt, answered: (delivered) => permit?.done(delivered) },
+          { ...deliveryDeps, logger: log },
+        );
       } finally {
         permit?.done(result?.outcome === 'delivered');
       }

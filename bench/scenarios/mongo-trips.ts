@@ -7,10 +7,10 @@ import { int, type Row } from '../report.js';
 import { json, type BenchContext } from './context.js';
 import type { Service } from '../stack.js';
 
-type Counts = Map<string, number>;
+export type Counts = Map<string, number>;
 
-/** mongodb_commands_total by "command collection". */
-async function commandCounts(service: Service): Promise<Counts> {
+/** mongodb_commands_total by "command collection", from a web process or a worker's metrics server. */
+export async function commandCounts(service: Pick<Service, 'url'>): Promise<Counts> {
   const text = await (await fetch(`${service.url}/metrics`)).text();
   const counts: Counts = new Map();
   for (const match of text.matchAll(/^mongodb_commands_total\{([^}]*)\} (\d+(?:\.\d+)?)$/gm)) {
@@ -22,7 +22,7 @@ async function commandCounts(service: Service): Promise<Counts> {
   return counts;
 }
 
-function difference(after: Counts, before: Counts): Counts {
+export function difference(after: Counts, before: Counts): Counts {
   const delta: Counts = new Map();
   for (const [key, value] of after) {
     const change = value - (before.get(key) ?? 0);

@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
 import { newId } from '../../src/shared/ids.js';
+import { must } from '../../src/shared/must.js';
 import { createQueue, DEFAULT_JOB_OPTIONS } from '../../src/shared/queues.js';
 import { toTaskResponse } from '../../src/tasks/schemas.js';
 import { waitForLine } from '../children.js';
@@ -9,6 +10,7 @@ import { fire } from '../load.js';
 import { int, ms, type Row } from '../report.js';
 import { HOOK_CONCURRENCY } from '../stack.js';
 import { json, type BenchContext } from './context.js';
+import { commandCounts, difference } from './mongo-trips.js';
 import type { BenchReceiver } from '../receiver.js';
 import type { Tenant } from '../seed.js';
 
@@ -186,9 +188,17 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
   await untilDrained(fanout);
 
   await backlog(receiver, fanout, seeded.hooks, warmup, 'worker');
+  const metrics = must(stack.workerMetrics, 'the worker runs');
+  const commandsBefore = await commandCounts(metrics);
   const ours = await backlog(receiver, fanout, seeded.hooks, options.webhookEvents, 'worker');
+  const commands = difference(await commandCounts(metrics), commandsBefore);
+  const perDelivery = [...commands]
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, count]) => `${name} ${(count / Math.max(1, receiver.received)).toFixed(3)}`)
+    .join(', ');
   const duplicates = receiver.duplicates;
   console.log(`  ours: ${int(ours.perSecond)} deliveries/s; CPU ${ours.cpu}`);
+  console.log(`  ours: MongoDB commands per delivery: ${perDelivery || 'none'}`);
   const oursPaced = await pacedThroughApi(context, receiver);
   console.log(`  ours paced: p50 ${ms(oursPaced.p50)}, p99 ${ms(oursPaced.p99)}`);
   await fanout.close();
@@ -240,6 +250,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
         `Events added straight to the hook-fanout queue (as the API's publisher adds them), ${int(ADD_CHUNK)} per addBulk; rate = events / (first add → last arrival). ` +
         `Ours: one fan-out job per event (hooks from the process cache, Standard Webhooks signature, POST, delivery record with the envelope in MongoDB, one bulk write for the attempts made together). ` +
         `Bare: one BullMQ job per event, POST only. Latencies here include the time queued behind the backlog. Duplicate deliveries seen: ${duplicates}. ` +
+        `MongoDB commands (round trips) of our worker per delivery (MONGO_COMMAND_METRICS): ${perDelivery || 'none'}. ` +
         `${ours.cpuMsPerDelivery !== undefined && bare.cpuMsPerDelivery !== undefined ? `CPU per delivery: our worker ${ours.cpuMsPerDelivery.toFixed(2)} ms, the bare worker ${bare.cpuMsPerDelivery.toFixed(2)} ms. ` : ''}` +
         `CPU (% of one core) during ours: ${ours.cpu}; during the bare worker: ${bare.cpu}.`,
     },

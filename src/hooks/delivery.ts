@@ -42,6 +42,12 @@ export interface DeliveryContext {
   jobId: string;
   attempt: number;
   hook?: HookDoc;
+  /**
+   * Called once the receiver has answered (or the request failed), before the attempt is recorded:
+   * frees the hook's in-flight permit (lanes.ts), which limits requests at the receiver, not our
+   * bookkeeping after them. `delivered`: a 2xx.
+   */
+  answered?: (delivered: boolean) => void;
 }
 
 async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: DeliveryDeps): Promise<Target | string> {
@@ -123,6 +129,7 @@ export async function deliverWebhook(
   const answeredAt = now();
   const statusCode = result.kind === 'response' ? result.statusCode : null;
   const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
+  context.answered?.(succeeded);
   const hookId = target.owner.hook_id;
 
   let decision: DeliveryOutcome;

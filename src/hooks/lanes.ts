@@ -24,7 +24,7 @@ export interface LaneSettings {
   now?: () => number;
 }
 
-/** A delivery's right to be in flight; `done` once its attempt ended (delivered: a 2xx). */
+/** A delivery's right to be in flight at the receiver; `done` once the receiver answered or the request failed (delivered: a 2xx). */
 export interface Permit {
   done(delivered: boolean): void;
 }
