@@ -1,4 +1,6 @@
+import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { Agent, buildConnector, request } from 'undici';
+import { tracingStarted } from '../telemetry/state.js';
 import { ForbiddenTargetError, type TargetGuard } from './target-guard.js';
 
 export interface WebhookRequest {
@@ -27,6 +29,8 @@ export type DeliveryError = (typeof DELIVERY_ERRORS)[number];
 export type SendResult =
   | { kind: 'response'; statusCode: number; retryAfter?: string; durationMs: number; body?: string }
   | { kind: 'error'; error: Exclude<DeliveryError, 'http_status'>; durationMs: number };
+
+const tracer = trace.getTracer('pipeline-records');
 
 /** Receivers' answers are read only to free the connection for reuse; never more than this. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
@@ -108,7 +112,40 @@ export class WebhookSender {
     });
   }
 
+  /**
+   * POSTs the webhook. While tracing, inside a client span of the active trace (the delivery job's),
+   * made here rather than by an HTTP-client instrumentation: those also add `traceparent` to the
+   * request, and a third party's receiver gets no trace ids of ours.
+   */
   async send(webhook: WebhookRequest): Promise<SendResult> {
+    const parent = tracingStarted() ? trace.getSpan(context.active()) : undefined;
+    if (!parent?.isRecording()) return this.post(webhook);
+    const url = new URL(webhook.url);
+    const span = tracer.startSpan('POST', {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'http.request.method': 'POST',
+        'url.full': webhook.url,
+        'server.address': url.hostname,
+        'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+      },
+    });
+    try {
+      const result = await this.post(webhook);
+      if (result.kind === 'response') {
+        span.setAttribute('http.response.status_code', result.statusCode);
+        if (result.statusCode >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
+      } else {
+        span.setAttribute('error.type', result.error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      return result;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async post(webhook: WebhookRequest): Promise<SendResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     try {

@@ -1,6 +1,6 @@
 /**
  * The `--import` preload of both processes (`node --import ./dist/src/telemetry/preload.js ...`): starts
- * OpenTelemetry before any instrumented module (fastify, mongodb, ioredis, undici) is loaded, and only
+ * OpenTelemetry before any instrumented module (fastify, mongodb, ioredis) is loaded, and only
  * when OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Otherwise it loads
  * nothing at all: no SDK, no module hooks.
  */

@@ -4,7 +4,6 @@ import { SpanKind, trace, type Attributes, type Context, type Link } from '@open
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK, tracing } from '@opentelemetry/sdk-node';
 import { BullMQOtel } from 'bullmq-otel';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
@@ -78,7 +77,7 @@ export interface TracingOptions {
 
 /**
  * Starts the OpenTelemetry Node SDK: traces only (OTEL_METRICS_EXPORTER and OTEL_LOGS_EXPORTER default
- * to none here: Prometheus and pino already cover those), with the Fastify, MongoDB, ioredis and undici
+ * to none here: Prometheus and pino already cover those), with the Fastify, MongoDB and ioredis
  * instrumentations and BullMQ's own telemetry. The standard OTEL_* variables configure the rest.
  */
 export async function startTracing(options: TracingOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
@@ -115,8 +114,8 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
       new MongoDBInstrumentation({ requireParentSpan: true }),
       // Command names only: job data and cache entries hold tenants' records.
       new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
-      // Webhook POSTs (undici), within their job's trace.
-      new UndiciInstrumentation({ requireParentforSpans: true }),
+      // No HTTP-client instrumentation: the only client requests are webhooks to third parties, and it
+      // would add our `traceparent` to them. The sender makes their client spans (src/hooks/sender.ts).
     ],
   });
   sdk.start();

@@ -128,7 +128,8 @@ describe('one trace from the request to the webhook delivery', () => {
     expect(post.attributes['http.response.status_code']).toBe(200);
     expect(post.resource.attributes['service.name']).toBe('pipeline-records-test');
 
-    // The receiver's payload is the fixed contract: no trace context in it (the standard header carries it).
+    // The receiver's payload is the fixed contract: no trace context in it, nor in its headers (a third
+    // party gets no trace ids of ours).
     const [delivered] = inbox.requests;
     expect(Object.keys(JSON.parse(delivered!.body)).sort()).toEqual([
       'company_id',
@@ -137,7 +138,9 @@ describe('one trace from the request to the webhook delivery', () => {
       'occurred_at',
       'type',
     ]);
-    expect(delivered!.headers.traceparent).toBe(`00-${traceId}-${post.spanContext().spanId}-01`);
+    expect(delivered!.headers.traceparent).toBeUndefined();
+    expect(delivered!.headers.tracestate).toBeUndefined();
+    expect(Object.keys(delivered!.headers).filter((name) => /trace|baggage/i.test(name))).toEqual([]);
     // ...while the stored event keeps it, so any later mover (reconciliation) continues the trace.
     const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
     expect(stored?.event.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
