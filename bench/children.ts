@@ -43,12 +43,12 @@ export class Children {
     name: string,
     script: string,
     env: Record<string, string>,
-    options: { nodeArgs?: string[]; stdout?: 'pipe' | 'ignore' | number; backend?: boolean } = {},
+    options: { nodeArgs?: string[]; args?: string[]; stdout?: 'pipe' | 'ignore' | number; backend?: boolean } = {},
   ): ChildProcess {
     return this.spawn(
       name,
       process.execPath,
-      [...(options.nodeArgs ?? []), compiled(script)],
+      [...(options.nodeArgs ?? []), compiled(script), ...(options.args ?? [])],
       {
         env: { ...process.env, ...env },
         stdio: ['ignore', options.stdout ?? 'ignore', 'inherit'],

@@ -52,7 +52,8 @@ async function startStandin(children: Children, nodeArgs: string[]): Promise<{ u
     'mongo-standin',
     'src/dev/mongo-standin/cli.ts',
     {},
-    { stdout: 'pipe', backend: true, nodeArgs },
+    // A free port, not MongoDB's 27017: another benchmark (or a developer's stand-in) may hold that one.
+    { stdout: 'pipe', backend: true, nodeArgs, args: ['--port', '0'] },
   );
   const url = await waitForLine(child, 'ready ', 30_000);
   return { url, child };
