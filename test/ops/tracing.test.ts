@@ -100,6 +100,11 @@ describe('one trace from the request to the webhook delivery', () => {
     const inRequest = spans.filter((span) => ancestry(span, spans).includes(request));
     expect(inRequest.filter((span) => dbSystem(span) === 'mongodb').map((span) => span.name)).toContain('insert tasks');
     expect(inRequest.some((span) => dbSystem(span) === 'redis')).toBe(true); // the rate limit's script
+    // A recorded MongoDB span shows the command's shape, never a value.
+    const insert = inRequest.find((span) => span.name === 'insert tasks')!;
+    const statement = String(insert.attributes['db.query.text'] ?? insert.attributes['db.statement']);
+    expect(statement).toContain('"title":"?"');
+    expect(statement).not.toContain('Call back');
 
     // BullMQ's housekeeping (each blocking fetch of the next job) is never recorded, in any trace.
     expect(exporter.getFinishedSpans().filter((span) => /^getNextJob|^moveStalledJobsToWait/.test(span.name))).toEqual(

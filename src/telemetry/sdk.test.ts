@@ -1,0 +1,37 @@
+import { context, trace, type Span } from '@opentelemetry/api';
+import { describe, expect, it } from 'vitest';
+import { mongoStatement } from './sdk.js';
+
+const command = { insert: 'tasks', documents: [{ _id: 'tsk_1', title: 'Call back', pending_events: [{ n: 1 }] }] };
+
+describe('the MongoDB statement of a span', () => {
+  it('is not built when the span will not be recorded (no parent, or an unsampled one)', () => {
+    expect(mongoStatement(command)).toBe('');
+    const unsampled = trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '2'.repeat(16), traceFlags: 0 });
+    expect(withActive(unsampled, () => mongoStatement(command))).toBe('');
+  });
+
+  it('is the command shape without any value under a recorded span', () => {
+    const sampled = trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '2'.repeat(16), traceFlags: 1 });
+    // What the SDK's span answers while it records (the API alone makes only non-recording spans).
+    const recording = new Proxy(sampled, {
+      get: (target, key) => (key === 'isRecording' ? () => true : Reflect.get(target, key)),
+    });
+    const statement = withActive(recording, () => mongoStatement(command));
+    expect(JSON.parse(statement)).toEqual({
+      insert: '?',
+      documents: [{ _id: '?', title: '?', pending_events: [{ n: '?' }] }],
+    });
+  });
+});
+
+/** Runs `fn` with `span` active, whatever context manager is installed (none in unit tests). */
+function withActive<T>(span: Span, fn: () => T): T {
+  const active = context.active;
+  context.active = () => trace.setSpan(active.call(context), span);
+  try {
+    return fn();
+  } finally {
+    context.active = active;
+  }
+}
