@@ -9,13 +9,10 @@ import Fastify, {
 } from 'fastify';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { adminApi } from './admin/plugin.js';
-import { ApiKeysService } from './auth/api-keys.service.js';
-import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
-import { AutomationsService } from './automations/service.js';
+import { createContainer, type Container } from './container.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
-import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
 import { registerErrorReference } from './http/error-reference.js';
 import { extApi } from './http/ext-api.js';
@@ -27,15 +24,14 @@ import { answerClientError, serverTimeoutOptions, trustProxyOption } from './htt
 import { registerQueueBoard } from './ops/queue-board.js';
 import { opsRoutes } from './ops/routes.js';
 import { SlidingWindowLimiter } from './ratelimit/sliding-window.js';
-import { createRepositories, type Repositories } from './repositories.js';
-import { createDomainServices } from './services.js';
-import { createChangeFeeds, type ChangeFeeds } from './shared/change-feeds.js';
 import { ValidationError } from './shared/errors.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
-import { createQueue, QUEUE_NAMES } from './shared/queues.js';
+import { closeQueues, createQueues } from './shared/queues.js';
 import { keyNamespace, type RedisClient } from './shared/redis.js';
 import type { Config } from './config.js';
+import type { Resolver } from './hooks/target-guard.js';
+import type { Repositories } from './repositories.js';
 import type { Db } from 'mongodb';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
@@ -51,20 +47,13 @@ export interface AppDeps {
   resolver?: Resolver;
 }
 
-function createServices(deps: AppDeps, repos: Repositories, changes: ChangeFeeds, logger: Logger) {
+/** The container's services, and the web's own: request accounting, rate limits, the auth failure throttle. */
+function createWebServices(deps: AppDeps, container: Container, logger: Logger) {
   const prefix = `${keyNamespace(deps.config.QUEUE_PREFIX)}:`;
-  const publisher = deps.publisher ?? relayOnlyPublisher;
-  const authenticator = new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access);
-  const targetGuard = new TargetGuard(deps.config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver);
+  const { changes } = container.services;
   return {
-    publisher,
-    /** This process's change feeds (tests wait on `live`). */
-    changes,
-    ...createDomainServices(deps.db, repos, publisher),
-    targetGuard,
-    authenticator,
-    apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator }),
-    lastUsed: new LastUsedTracker(repos.apiKeys, logger),
+    ...container.services,
+    lastUsed: new LastUsedTracker(container.repos.apiKeys, logger),
     rateLimiter: new SlidingWindowLimiter(
       deps.redis,
       {
@@ -78,16 +67,10 @@ function createServices(deps: AppDeps, repos: Repositories, changes: ChangeFeeds
       new SlidingWindowLimiter(deps.redis, { max: 20, windowSeconds: 60, keyPrefix: `${prefix}authfail:` }, logger),
       changes.access,
     ),
-    automations: new AutomationsService({
-      automations: repos.automations,
-      users: repos.users,
-      pipelines: repos.pipelines,
-      targetGuard,
-    }),
   };
 }
 
-export type Services = ReturnType<typeof createServices>;
+export type Services = ReturnType<typeof createWebServices>;
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -162,18 +145,23 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerErrorHandling(app);
   registerRequestObservation(app);
 
-  // Stage 2: shared decorators.
-  const changes = createChangeFeeds(deps.redis, deps.config.QUEUE_PREFIX, logger);
-  const repos = createRepositories(deps.db, { changes, eventsRetentionDays: deps.config.EVENTS_RETENTION_DAYS });
-  const services = createServices(deps, repos, changes, logger);
-  app.decorate('repos', repos);
+  // Queue handles for the services, the board and the depth metrics; outages surface there, never as a crash.
+  const queues = createQueues({ connection: deps.redis, prefix: deps.config.QUEUE_PREFIX });
+  const untrack = [trackQueues(Object.values(queues)), trackOutbox(deps.db)];
+
+  // Stage 2: shared decorators: every repository and service, built once (src/container.ts).
+  const container = createContainer({
+    config: deps.config,
+    db: deps.db,
+    redis: deps.redis,
+    queues,
+    logger,
+    publisher: () => deps.publisher ?? relayOnlyPublisher,
+    resolver: deps.resolver,
+  });
+  const services = createWebServices(deps, container, logger);
+  app.decorate('repos', container.repos);
   app.decorate('services', services);
-  const queues = QUEUE_NAMES.map((name) =>
-    createQueue(name, { connection: deps.redis, prefix: deps.config.QUEUE_PREFIX }),
-  );
-  // Queue handles for the board and the depth metrics; outages surface there, never as a crash.
-  for (const queue of queues) queue.on('error', () => {});
-  const untrack = [trackQueues(queues), trackOutbox(deps.db)];
   // Graceful close: requests in flight when SIGTERM arrives finish, but their keep-alive connections
   // must not linger afterwards, or the server would wait on them until the client times out.
   let closing = false;
@@ -186,8 +174,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.addHook('onClose', async () => {
     untrack.forEach((stop) => stop());
     await services.lastUsed.close();
-    changes.close();
-    await Promise.all(queues.map((queue) => queue.close()));
+    container.close();
+    await closeQueues(queues);
   });
 
   // Stage 3: routes, with the OpenAPI document collecting them as they register.
@@ -195,7 +183,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   await app.register(opsRoutes);
   registerOpenApiRoutes(app);
   registerErrorReference(app);
-  await registerQueueBoard(app, queues);
+  await registerQueueBoard(app, Object.values(queues));
   await app.register(apiReference, {
     routePrefix: '/docs',
     configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API', cdn: '/docs/js/scalar.js' },

@@ -1,31 +1,18 @@
 import { processAutomationEvent } from '../src/automations/processor.js';
 import { ConsumerProgress } from '../src/events/progress.js';
-import { QueueEventPublisher } from '../src/events/queue-publisher.js';
-import { createRepositories } from '../src/repositories.js';
-import { createDomainServices } from '../src/services.js';
-import { createQueue, startWorker } from '../src/shared/queues.js';
-import { connectRedis, createWorkerRedis } from '../src/shared/redis.js';
+import { startWorker } from '../src/shared/queues.js';
+import { createWorkerRedis } from '../src/shared/redis.js';
 import type { RoleStarter } from './start.js';
 
-/** The automations role: evaluates automation rules for every task event. */
-export const startAutomations: RoleStarter = async ({ config, db, logger }) => {
+/**
+ * The automations role: evaluates automation rules for every task event. Its actions go through the
+ * same task and item services as the API's, so the events they cause are recorded and published alike.
+ */
+export const startAutomations: RoleStarter = async ({ config, logger, container }) => {
+  const { repos, services, queues } = container;
   const connection = createWorkerRedis(config.REDIS_URL);
-  // Events the actions cause are published like the API's: fast path, outbox as the safety net.
-  const publishConnection = connectRedis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  publishConnection.on('error', () => {});
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
-  const repos = createRepositories(db, { eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
   const progress = new ConsumerProgress('automations', repos.events);
-  const publisher = new QueueEventPublisher(
-    db,
-    { connection: publishConnection, prefix: config.QUEUE_PREFIX },
-    logger,
-    {
-      eventStore: repos.events,
-    },
-  );
-  const services = createDomainServices(db, repos, publisher);
-  const deliveries = createQueue('deliveries', settings);
 
   const worker = startWorker(
     'automations',
@@ -34,7 +21,7 @@ export const startAutomations: RoleStarter = async ({ config, db, logger }) => {
         automations: repos.automations,
         tasks: services.tasks,
         items: services.items,
-        enqueueDelivery: async (data, jobId) => void (await deliveries.add('delivery', data, { jobId })),
+        enqueueDelivery: async (data, jobId) => void (await queues.deliveries.add('delivery', data, { jobId })),
         logger: logger.child({ job_id: job.id, attempt: job.attemptsMade + 1 }),
       });
       return { ran };
@@ -47,9 +34,6 @@ export const startAutomations: RoleStarter = async ({ config, db, logger }) => {
     async close() {
       await worker.close();
       await progress.close();
-      await deliveries.close();
-      await publisher.close();
-      publishConnection.disconnect();
       connection.disconnect();
     },
   };

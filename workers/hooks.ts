@@ -7,12 +7,9 @@ import { fanOutEvent } from '../src/hooks/fanout.js';
 import { HookLanes } from '../src/hooks/lanes.js';
 import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
 import { WebhookSender } from '../src/hooks/sender.js';
-import { TargetGuard } from '../src/hooks/target-guard.js';
-import { createRepositories } from '../src/repositories.js';
-import { createChangeFeeds } from '../src/shared/change-feeds.js';
 import { Coalescer } from '../src/shared/coalesce.js';
 import { observeDeliveryAttempt } from '../src/shared/metrics.js';
-import { createQueue, startWorker } from '../src/shared/queues.js';
+import { startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
 import type { DeliveryJob } from '../src/shared/queues.js';
 import type { RoleStarter } from './start.js';
@@ -21,24 +18,18 @@ import type { RoleStarter } from './start.js';
  * The hooks role: `hook-fanout` makes each event's first attempt to every matching hook, and
  * `deliveries` runs the retries, redeliveries and automation webhooks; all over one keep-alive agent.
  */
-export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) => {
+export const startHooks: RoleStarter = async ({ config, logger, container }) => {
+  const { repos, queues } = container;
   const connection = createWorkerRedis(config.REDIS_URL);
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
-  // Hook lookups are cached; changes made by the API reach this process over the change feed.
-  const changes = createChangeFeeds(connection, config.QUEUE_PREFIX, logger);
-  const repos = createRepositories(db, { changes, eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
   const progress = new ConsumerProgress('hook-fanout', repos.events);
-  const deliveries = createQueue('deliveries', settings);
-  const fanoutQueue = createQueue('hook-fanout', settings); // to look up the publisher's job of an event
+  const deliveries = queues.deliveries;
   const claimDeps: FanOutClaimDeps = {
     redis: connection,
     prefix: config.QUEUE_PREFIX,
-    publisherJobExists: async (eventId) => Boolean(await fanoutQueue.getJob(eventId)),
+    publisherJobExists: async (eventId) => Boolean(await queues['hook-fanout'].getJob(eventId)),
   };
-  const sender = new WebhookSender(
-    new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, resolver),
-    config.HOOK_TIMEOUT_MS,
-  );
+  const sender = new WebhookSender(container.services.targetGuard, config.HOOK_TIMEOUT_MS);
   // One bulk write for the attempts made together (under load, those of each WORKER_RECORD_INTERVAL_MS).
   const attempts = new Coalescer<AttemptRecord>((records) => repos.deliveries.recordAttempts(records), {
     minIntervalMs: WORKER_RECORD_INTERVAL_MS,
@@ -150,10 +141,8 @@ export const startHooks: RoleStarter = async ({ config, db, logger, resolver }) 
     async close() {
       await Promise.all([fanOut.close(), delivering.close()]);
       await Promise.all([attempts.close(), progress.close()]);
-      await Promise.all([deliveries.close(), fanoutQueue.close()]);
       await sender.close();
       connection.disconnect();
-      changes.close();
     },
   };
 };

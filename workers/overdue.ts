@@ -1,10 +1,7 @@
 import cron from 'node-cron';
-import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { overdueScanDuration, overdueTasksFired } from '../src/shared/metrics.js';
-import { createRequestPathRedis } from '../src/shared/redis.js';
 import { acquireScanLock, claimOverdueTick, type ScanLock } from '../src/tasks/overdue-claims.js';
 import { scanOverdueTasks } from '../src/tasks/overdue.js';
-import { TasksRepository } from '../src/tasks/repository.js';
 import type { Logger } from '../src/shared/logger.js';
 import type { RoleStarter } from './start.js';
 
@@ -27,13 +24,10 @@ function cronLogger(logger: Logger) {
  * interval plus the scan time after its due_at. With Redis unreachable ticks are skipped (no claim
  * can be made, and the events could not be published either).
  */
-export const startOverdue: RoleStarter = async ({ config, db, logger }) => {
-  const redis = createRequestPathRedis(config.REDIS_URL);
-  redis.on('error', () => {});
-  const publisher = new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
-    retentionDays: config.EVENTS_RETENTION_DAYS,
-  });
-  const tasks = new TasksRepository(db, publisher.eventStore);
+export const startOverdue: RoleStarter = async ({ config, logger, container }) => {
+  const { redis, repos } = container;
+  const { publisher } = container.services;
+  const { tasks } = repos;
   const closing = new AbortController();
   let redisDown = false;
   let current: Promise<void> = Promise.resolve();
@@ -85,8 +79,6 @@ export const startOverdue: RoleStarter = async ({ config, db, logger }) => {
       await schedule.destroy();
       closing.abort(); // a running scan stops after its current batch
       await current;
-      await publisher.close();
-      redis.disconnect();
     },
   };
 };

@@ -1,10 +1,7 @@
-import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { Reconciler } from '../src/events/reconciler.js';
 import { relayPendingEvents } from '../src/events/relay.js';
-import { createRepositories } from '../src/repositories.js';
 import { createQueue } from '../src/shared/queues.js';
 import { acquireRedisLock } from '../src/shared/redis-lock.js';
-import { connectRedis } from '../src/shared/redis.js';
 import type { RoleStarter } from './start.js';
 
 const IDLE_POLL_MS = 250;
@@ -16,14 +13,14 @@ const ERROR_BACKOFF_MS = 1_000;
  * process across all workers checks whether Redis lost work, and schedules again what MongoDB says is
  * unfinished (src/events/reconciler.ts, docs/events.md).
  */
-export const startRelay: RoleStarter = async ({ config, db, logger }) => {
-  const connection = connectRedis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
-  connection.on('error', () => {});
-  const repos = createRepositories(db, { eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
-  const publisher = new QueueEventPublisher(db, { connection, prefix: config.QUEUE_PREFIX }, logger, {
-    eventStore: repos.events,
-  });
+export const startRelay: RoleStarter = async ({ config, db, logger, container }) => {
+  const { repos } = container;
+  const { publisher } = container.services;
+  // The relay's lock and readiness go on the container's client, which fails fast; so does this
+  // deliveries handle: a reconciliation must fail during an outage, not hold its lock waiting it out.
+  const connection = container.redis;
   const deliveriesQueue = createQueue('deliveries', { connection, prefix: config.QUEUE_PREFIX });
+  deliveriesQueue.on('error', () => {});
   const reconciler = new Reconciler(
     {
       redis: connection,
@@ -88,9 +85,7 @@ export const startRelay: RoleStarter = async ({ config, db, logger }) => {
       wake?.();
       await relayLoop;
       await reconciling;
-      await publisher.close();
       await deliveriesQueue.close();
-      connection.disconnect();
     },
   };
 };

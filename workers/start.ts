@@ -1,4 +1,8 @@
+import { createContainer, type Container } from '../src/container.js';
+import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { ensureIndexes } from '../src/repositories.js';
+import { closeQueues, createQueues } from '../src/shared/queues.js';
+import { connectRedis, createWorkerRedis } from '../src/shared/redis.js';
 import { startAutomations } from './automations.js';
 import { startHooks } from './hooks.js';
 import { startOverdue } from './overdue.js';
@@ -8,12 +12,17 @@ import type { Resolver } from '../src/hooks/target-guard.js';
 import type { Logger } from '../src/shared/logger.js';
 import type { Db } from 'mongodb';
 
-export interface WorkerContext {
+export interface WorkerOptions {
   config: Config;
   db: Db;
   logger: Logger;
   /** DNS for the webhook SSRF guard at delivery time; tests inject their own. */
   resolver?: Resolver;
+}
+
+/** What every role of a worker process shares: one container, its connections and its publisher. */
+export interface WorkerContext extends WorkerOptions {
+  container: Container<QueueEventPublisher>;
 }
 
 /**
@@ -37,31 +46,64 @@ export interface RunningWorkers {
 
 export type RoleStarter = (context: WorkerContext) => Promise<RunningRole>;
 
-/** One file per role; each exports a starter. Roles not yet built are simply absent. */
-const ROLES: Partial<Record<WorkerRole, RoleStarter>> = {
+/** One file per role; each exports a starter. */
+const ROLES: Record<WorkerRole, RoleStarter> = {
   relay: startRelay,
   automations: startAutomations,
   hooks: startHooks,
   overdue: startOverdue,
 };
 
-export async function startWorkers(context: WorkerContext): Promise<RunningWorkers> {
-  await ensureIndexes(context.db, context.logger);
+/**
+ * The container of a worker process. Its Redis client fails fast, so the publisher, the change feeds
+ * and the claims notice an outage at once (MongoDB keeps the events meanwhile); the queue handles use
+ * a worker connection, which waits an outage out, as the roles' BullMQ workers do.
+ */
+export function createWorkerContext(options: WorkerOptions): WorkerContext & { close(): Promise<void> } {
+  const { config, db, logger } = options;
+  const redis = connectRedis(config.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  redis.on('error', () => {});
+  const queueConnection = createWorkerRedis(config.REDIS_URL);
+  queueConnection.on('error', () => {});
+  const queues = createQueues({ connection: queueConnection, prefix: config.QUEUE_PREFIX });
+  const container = createContainer({
+    config,
+    db,
+    redis,
+    queues,
+    logger,
+    resolver: options.resolver,
+    // Events the roles cause (automation actions, task.overdue) are published like the API's.
+    publisher: (events) =>
+      new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, { eventStore: events }),
+  });
+  return {
+    ...options,
+    container,
+    async close() {
+      await container.services.publisher.close();
+      await closeQueues(queues);
+      container.close();
+      queueConnection.disconnect();
+      redis.disconnect();
+    },
+  };
+}
+
+export async function startWorkers(options: WorkerOptions): Promise<RunningWorkers> {
+  await ensureIndexes(options.db, options.logger);
+  const context = createWorkerContext(options);
   const running = new Map<WorkerRole, RunningRole>();
   let closing = false;
-  for (const role of context.config.WORKERS) {
-    const start = ROLES[role];
-    if (!start) {
-      context.logger.warn({ role }, 'worker role has no consumer yet');
-      continue;
-    }
-    running.set(role, await start({ ...context, logger: context.logger.child({ role }) }));
-    context.logger.info({ role }, 'worker role started');
+  for (const role of options.config.WORKERS) {
+    running.set(role, await ROLES[role]({ ...context, logger: options.logger.child({ role }) }));
+    options.logger.info({ role }, 'worker role started');
   }
   return {
     async close() {
       closing = true;
       await Promise.all([...running.values()].map((role) => role.close()));
+      await context.close();
     },
     states() {
       return Object.fromEntries(

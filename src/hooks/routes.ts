@@ -3,7 +3,6 @@ import { authOf } from '../auth/ext-auth.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
-import { createQueue, type DeliveryJob } from '../shared/queues.js';
 import {
   createdHookSchema,
   createHookBody,
@@ -14,8 +13,6 @@ import {
   rotatedSecretSchema,
   toHookResponse,
 } from './schemas.js';
-import { HooksService } from './service.js';
-import type { Queue } from 'bullmq';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const tags = ['hooks'];
@@ -23,26 +20,7 @@ const hookParams = z.object({ hook_id: z.string() });
 const deliveryParams = hookParams.extend({ event_id: z.string() });
 
 export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
-  // Only redeliveries enqueue from the web process, so the queue is opened on first use.
-  let deliveries: Queue<DeliveryJob, unknown, string> | undefined;
-  const hooks = new HooksService({
-    hooks: app.repos.hooks,
-    deliveries: app.repos.deliveries,
-    guard: app.services.targetGuard,
-    pipelineExists: async (companyId, pipelineId) =>
-      (await app.repos.pipelines.findCached(companyId, pipelineId)) !== null,
-    maxHooksPerCompany: app.deps.config.HOOK_MAX_PER_COMPANY,
-    async enqueueDelivery(data, jobId) {
-      if (!deliveries) {
-        deliveries = createQueue('deliveries', { connection: app.deps.redis, prefix: app.deps.config.QUEUE_PREFIX });
-        deliveries.on('error', () => {}); // a Redis outage surfaces as the add's rejection (503)
-      }
-      await deliveries.add('delivery', data, { jobId });
-    },
-  });
-  app.addHook('onClose', async () => {
-    await deliveries?.close();
-  });
+  const hooks = app.services.hooks;
 
   app.post(
     '/hooks',

@@ -73,6 +73,24 @@ export function createQueue<N extends QueueName>(
   });
 }
 
+/** A handle on every queue, for adding and inspecting jobs; one set per process, closed with it. */
+export type Queues = { [N in QueueName]: Queue<JobPayloads[N], unknown, string> };
+
+/** Every queue's handle on one connection; an outage surfaces as a failed add, never as a crash. */
+export function createQueues(settings: QueueSettings): Queues {
+  const queues: Queues = {
+    automations: createQueue('automations', settings),
+    'hook-fanout': createQueue('hook-fanout', settings),
+    deliveries: createQueue('deliveries', settings),
+  };
+  for (const queue of Object.values(queues)) queue.on('error', () => {});
+  return queues;
+}
+
+export async function closeQueues(queues: Queues): Promise<void> {
+  await Promise.all(Object.values(queues).map((queue) => queue.close()));
+}
+
 export type Processor<N extends QueueName> = (job: Job<JobPayloads[N]>) => Promise<unknown>;
 
 export function startWorker<N extends QueueName>(

@@ -2,9 +2,6 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processAutomationEvent } from '../../src/automations/processor.js';
 import { AutomationsRepository } from '../../src/automations/repository.js';
-import { relayOnlyPublisher } from '../../src/events/publisher.js';
-import { createRepositories } from '../../src/repositories.js';
-import { createDomainServices } from '../../src/services.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
@@ -153,8 +150,7 @@ describe('automations on task events', () => {
       trigger: 'task.updated',
       actions: [{ type: 'create_task', title: 'Once only', due_in_minutes: 5 }],
     });
-    const repos = createRepositories(t.db);
-    const services = createDomainServices(t.db, repos, relayOnlyPublisher);
+    const services = t.app.services;
     const event: EventEnvelope = {
       event_id: 'evt_retry_test_000000000001',
       type: 'task.updated',
@@ -170,7 +166,7 @@ describe('automations on task events', () => {
       },
     };
     const deps = {
-      automations: new AutomationsRepository(t.db),
+      automations: t.app.repos.automations,
       tasks: services.tasks,
       items: services.items,
       enqueueDelivery: async () => {},

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureIndexes } from '../../src/repositories.js';
 import { acquireScanLock, claimOverdueTick } from '../../src/tasks/overdue-claims.js';
 import { startOverdue } from '../../workers/overdue.js';
+import { createWorkerContext } from '../../workers/start.js';
 import { buildTestApp, startTestWorkers, uniqueName, type TestApp } from '../helpers/app.js';
 import { admin, createTask, createTenant, ext } from '../helpers/fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -96,9 +97,11 @@ describe('the overdue worker role (1-second cron)', () => {
     const db = t.mongoClient.db(uniqueName('t')); // out of reach of this file's running workers
     await ensureIndexes(db);
     const [taskId] = await insertOpenTasks(db, 'cmp_unreachable', 'usr_unreachable', [new Date(Date.now() - 60_000)]);
-    const role = await startOverdue({ config: { ...t.config, REDIS_URL: 'redis://127.0.0.1:1' }, db, logger });
+    const context = createWorkerContext({ config: { ...t.config, REDIS_URL: 'redis://127.0.0.1:1' }, db, logger });
+    const role = await startOverdue(context);
     await sleep(2_100); // two ticks at least
     await role.close();
+    await context.close();
     expect(await db.collection('tasks').findOne({ _id: taskId as never })).toMatchObject({ overdue_fired_for: null });
     expect(lines.filter((line) => line.includes('Redis unreachable'))).toHaveLength(1);
     await db.dropDatabase();

@@ -1,0 +1,97 @@
+import { ApiKeysService } from './auth/api-keys.service.js';
+import { ApiKeyAuthenticator } from './auth/authenticator.js';
+import { AutomationsService } from './automations/service.js';
+import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
+import { HooksService } from './hooks/service.js';
+import { TargetGuard, type Resolver } from './hooks/target-guard.js';
+import { ItemsService } from './items/service.js';
+import { createRepositories } from './repositories.js';
+import { createChangeFeeds } from './shared/change-feeds.js';
+import { CursorCodec } from './shared/pagination.js';
+import { loadSharedSecret } from './shared/secrets.js';
+import { TasksService } from './tasks/service.js';
+import type { Config } from './config.js';
+import type { EventsRepository } from './events/repository.js';
+import type { Logger } from './shared/logger.js';
+import type { Queues } from './shared/queues.js';
+import type { RedisClient } from './shared/redis.js';
+import type { Db } from 'mongodb';
+
+export interface ContainerDeps<P extends EventPublisher = EventPublisher> {
+  config: Config;
+  db: Db;
+  /** Fails fast while disconnected (change feeds, announcements); see shared/redis.ts. */
+  redis: RedisClient;
+  /** This process's queue handles (the web app's board and metrics use the same ones). */
+  queues: Queues;
+  logger: Logger;
+  /** The fast path after a write, given the events repository; without, the relay delivers every event. */
+  publisher?: (events: EventsRepository) => P;
+  /** DNS for the webhook SSRF guard; tests inject their own. */
+  resolver?: Resolver;
+}
+
+/** The cursor secret is shared through MongoDB and loaded on first use (building must not need the database). */
+function lazyCursorCodec(db: Db): () => Promise<CursorCodec> {
+  let codec: Promise<CursorCodec> | undefined;
+  return () => {
+    codec ??= loadSharedSecret(db, 'cursor').then((secret) => new CursorCodec(secret));
+    codec.catch(() => (codec = undefined));
+    return codec;
+  };
+}
+
+/**
+ * The one wiring point: every repository and domain service built once per process, from the
+ * infrastructure passed in. The web app (src/app.ts) and the worker roles (workers/start.ts) take the
+ * same objects from here, so a service acts the same wherever it runs.
+ */
+export function createContainer<P extends EventPublisher = EventPublisher>(deps: ContainerDeps<P>) {
+  const { config, db, redis, queues, logger } = deps;
+  // Hook, pipeline and access lookups are cached; changes reach every process over these feeds.
+  const changes = createChangeFeeds(redis, config.QUEUE_PREFIX, logger);
+  const repos = createRepositories(db, { changes, eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
+  const publisher = deps.publisher ? deps.publisher(repos.events) : (relayOnlyPublisher as P);
+  const cursors = lazyCursorCodec(db);
+  const targetGuard = new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver);
+  const authenticator = new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access);
+  const services = {
+    publisher,
+    /** This process's change feeds (tests wait on `live`). */
+    changes,
+    cursors,
+    targetGuard,
+    authenticator,
+    items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
+    tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),
+    apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator }),
+    automations: new AutomationsService({
+      automations: repos.automations,
+      users: repos.users,
+      pipelines: repos.pipelines,
+      targetGuard,
+    }),
+    hooks: new HooksService({
+      hooks: repos.hooks,
+      deliveries: repos.deliveries,
+      guard: targetGuard,
+      pipelineExists: async (companyId, pipelineId) =>
+        (await repos.pipelines.findCached(companyId, pipelineId)) !== null,
+      maxHooksPerCompany: config.HOOK_MAX_PER_COMPANY,
+      // A Redis outage surfaces as the add's rejection (503 on the web).
+      enqueueDelivery: async (data, jobId) => void (await queues.deliveries.add('delivery', data, { jobId })),
+    }),
+  };
+  return {
+    config,
+    db,
+    redis,
+    queues,
+    repos,
+    services,
+    /** Stops the change feeds; the queues, the publisher and the connections belong to the caller. */
+    close: () => changes.close(),
+  };
+}
+
+export type Container<P extends EventPublisher = EventPublisher> = ReturnType<typeof createContainer<P>>;
