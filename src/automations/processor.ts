@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AppError } from '../shared/errors.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
+import { MAX_AUTOMATION_DEPTH } from './schemas.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { ItemsService } from '../items/service.js';
 import type { Logger } from '../shared/logger.js';
@@ -8,9 +9,6 @@ import type { DeliveryJob } from '../shared/queues.js';
 import type { TasksService } from '../tasks/service.js';
 import type { AutomationDoc, AutomationsRepository } from './repository.js';
 import type { AutomationAction, AutomationConditions } from './schemas.js';
-
-/** An event caused by an automation carries its depth; at this depth no further automation runs. */
-export const MAX_AUTOMATION_DEPTH = 3;
 
 export interface AutomationDeps {
   automations: AutomationsRepository;

@@ -14,7 +14,7 @@ const webhookAction = z.strictObject({
 const createTaskAction = z.strictObject({
   type: z.literal('create_task'),
   title: z.string().trim().min(1).max(500),
-  due_in_minutes: z.number().int().min(0).max(525_600),
+  due_in_minutes: z.number().int().min(0).max(525_600).meta({ example: 60 }),
   task_type: z.enum(TASK_TYPES).optional(),
   priority: z.enum(PRIORITIES).optional(),
   assigned_to: z.string().min(1).optional(),
@@ -79,6 +79,9 @@ export const automationSchema = z
   })
   .meta({ id: 'Automation' });
 
+/** An event caused by an automation carries its depth; at this depth no further automation runs. */
+export const MAX_AUTOMATION_DEPTH = 3;
+
 export const automationRunSchema = z
   .object({
     run_id: z.string(),
@@ -87,7 +90,13 @@ export const automationRunSchema = z
     event_type: z.string(),
     status: z.enum(['running', 'succeeded', 'failed']),
     error: z.string().nullable(),
-    depth: z.number().int(),
+    depth: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_AUTOMATION_DEPTH - 1)
+      .describe('How many automations led to the event (a run starts only below the maximum depth)')
+      .meta({ example: 0 }),
     started_at: isoTimestampOutput,
     finished_at: isoTimestampOutput.nullable(),
   })
