@@ -65,7 +65,17 @@ async function dropEventBacklog(stack: Stack): Promise<void> {
 
 /** Top self-time functions of each profiled process's main thread (thread id 0 in the file name). */
 function printProfiles(outDir: string): void {
-  for (const name of ['web', 'baseline', 'conventional', 'web-info', 'web-traced', 'web-sampled', 'worker', 'mongo']) {
+  for (const name of [
+    'web',
+    'baseline',
+    'conventional',
+    'web-info',
+    'web-untraced',
+    'web-traced',
+    'web-sampled',
+    'worker',
+    'mongo',
+  ]) {
     const dir = join(outDir, name);
     if (!existsSync(dir)) continue;
     for (const file of readdirSync(dir).filter((entry) => /\.\d+\.0\.\d+\.cpuprofile$/.test(entry))) {
