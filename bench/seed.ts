@@ -143,6 +143,13 @@ async function insertItems(
   return ids;
 }
 
+/** More companies with a user, pipelines and an API key each (the webhook scenario's receivers' owners). */
+export async function createTenants(stack: Stack, name: string, count: number): Promise<Tenant[]> {
+  const tenants: Tenant[] = [];
+  for (let index = 0; index < count; index++) tenants.push(await createTenant(stack, `${name} ${index + 1}`));
+  return tenants;
+}
+
 export async function seed(stack: Stack, items: number): Promise<Seeded> {
   const crud = await createTenant(stack, 'Bench CRUD Ltd');
   const hooks = await createTenant(stack, 'Bench Hooks Inc');
