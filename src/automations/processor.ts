@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isTaskEvent, typedEvent, type TaskEvent } from '../events/kinds.js';
 import { AppError } from '../shared/errors.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { MAX_AUTOMATION_DEPTH } from './schemas.js';
@@ -6,6 +7,7 @@ import type { EventEnvelope } from '../events/envelope.js';
 import type { ItemsService } from '../items/service.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';
+import type { TaskResponse } from '../tasks/schemas.js';
 import type { TasksService } from '../tasks/service.js';
 import type { AutomationDoc, AutomationsRepository } from './repository.js';
 import type { AutomationAction, AutomationConditions } from './schemas.js';
@@ -18,16 +20,7 @@ export interface AutomationDeps {
   logger: Logger;
 }
 
-interface TaskData {
-  task_id: string;
-  assigned_to: string;
-  created_by: string;
-  item_id: string | null;
-  task_type: string;
-  priority: string;
-}
-
-function matches(conditions: AutomationConditions | null, task: TaskData): boolean {
+function matches(conditions: AutomationConditions | null, task: TaskResponse): boolean {
   if (!conditions) return true;
   return (Object.keys(conditions) as Array<keyof AutomationConditions>).every(
     (field) => conditions[field] === undefined || conditions[field] === task[field],
@@ -43,10 +36,10 @@ async function runAction(
   action: AutomationAction,
   index: number,
   automation: AutomationDoc,
-  event: EventEnvelope,
+  event: TaskEvent,
   deps: AutomationDeps,
 ): Promise<void> {
-  const task = event.data as unknown as TaskData;
+  const task = event.data;
   const depth = (event.depth ?? 0) + 1;
   const actor = { companyId: event.company_id, userId: task.created_by };
   switch (action.type) {
@@ -94,14 +87,15 @@ async function runAction(
  * order, each run recorded once per (automation, event). Throws when a run failed, so BullMQ retries
  * the job; runs that already succeeded are skipped on the retry.
  */
-export async function processAutomationEvent(event: EventEnvelope, deps: AutomationDeps): Promise<number> {
-  if (!event.type.startsWith('task.')) return 0;
+export async function processAutomationEvent(envelope: EventEnvelope, deps: AutomationDeps): Promise<number> {
+  const event = typedEvent(envelope);
+  if (!isTaskEvent(event)) return 0;
   const depth = event.depth ?? 0;
   if (depth >= MAX_AUTOMATION_DEPTH) {
     deps.logger.info({ event_id: event.event_id, depth }, 'automation chain depth reached; not running automations');
     return 0;
   }
-  const task = event.data as unknown as TaskData;
+  const task = event.data;
   let ran = 0;
   let retryable: Error | undefined;
   for (const automation of await deps.automations.triggeredBy(event.company_id, event.type)) {

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
-import { buildEvent, diffResources } from '../events/envelope.js';
+import { diffResources } from '../events/envelope.js';
+import { buildCompanyEvent } from '../events/kinds.js';
 import { outboxOnInsert } from '../events/outbox.js';
 import { nextSequence } from '../shared/counters.js';
 import {
@@ -197,7 +198,7 @@ export class ItemsService {
       updated_at: now,
     };
     const response = toItemResponse(doc, pipeline);
-    const events = [buildEvent('item.created', actor.companyId, response, { occurredAt: now })];
+    const events = [buildCompanyEvent('item.created', actor.companyId, response, { occurredAt: now })];
     return { doc: { ...doc, ...outboxOnInsert(events) }, response, events };
   }
 
@@ -362,7 +363,9 @@ export class ItemsService {
       dup_tokens: duplicateTokens(pipeline, next),
       name_words: nameWords(next.name),
     };
-    const events = [buildEvent('item.updated', actor.companyId, after, { changes: diff, occurredAt: now, depth })];
+    const events = [
+      buildCompanyEvent('item.updated', actor.companyId, after, { changes: diff, occurredAt: now, depth }),
+    ];
     const saved = await this.deps.items.updateIfVersion(
       actor.companyId,
       current._id,
@@ -398,7 +401,7 @@ export class ItemsService {
       const pipeline = await this.pipelineFor(actor.companyId, current.pipeline_id);
       const now = new Date();
       const events = [
-        buildEvent('item.deleted', actor.companyId, toItemResponse(current, pipeline), { occurredAt: now }),
+        buildCompanyEvent('item.deleted', actor.companyId, toItemResponse(current, pipeline), { occurredAt: now }),
       ];
       if (!(await this.deps.items.archive(current, now, events))) return null;
       this.deps.publisher.publishRecorded('items', itemId, events);

@@ -1,5 +1,6 @@
-import { buildEvent, type EventEnvelope } from '../events/envelope.js';
+import { buildCompanyEvent } from '../events/kinds.js';
 import { toTaskResponse } from './schemas.js';
+import type { EventEnvelope } from '../events/envelope.js';
 import type { OutboxCollection } from '../events/publisher.js';
 import type { Logger } from '../shared/logger.js';
 import type { TasksRepository } from './repository.js';
@@ -54,8 +55,9 @@ export async function scanOverdueTasks(
     result.batches++;
     const fired = await Promise.all(
       batch.map(async (task) => {
-        const event = buildEvent('task.overdue', task.company_id, toTaskResponse(task), { occurredAt: now });
-        return { id: task._id, event: (await deps.tasks.markOverdueFired(task, event)) ? event : null };
+        const event = buildCompanyEvent('task.overdue', task.company_id, toTaskResponse(task), { occurredAt: now });
+        const fired: EventEnvelope | null = (await deps.tasks.markOverdueFired(task, event)) ? event : null;
+        return { id: task._id, event: fired };
       }),
     );
     const toPublish = fired.filter((entry): entry is { id: string; event: EventEnvelope } => entry.event !== null);

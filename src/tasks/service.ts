@@ -1,4 +1,5 @@
-import { buildEvent, diffResources, type EventEnvelope } from '../events/envelope.js';
+import { diffResources, type EventEnvelope } from '../events/envelope.js';
+import { buildCompanyEvent } from '../events/kinds.js';
 import { outboxOnInsert } from '../events/outbox.js';
 import { NotFoundError, PreconditionFailedError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
@@ -122,8 +123,8 @@ export class TasksService {
     };
     const response = toTaskResponse(doc);
     const eventOptions = { occurredAt: now, depth: options.depth };
-    const events = [buildEvent('task.created', actor.companyId, response, eventOptions)];
-    if (isCompleted) events.push(buildEvent('task.completed', actor.companyId, response, eventOptions));
+    const events: EventEnvelope[] = [buildCompanyEvent('task.created', actor.companyId, response, eventOptions)];
+    if (isCompleted) events.push(buildCompanyEvent('task.completed', actor.companyId, response, eventOptions));
     await this.deps.tasks.insert({ ...doc, ...outboxOnInsert(events) });
     this.deps.publisher.publishRecorded('tasks', doc._id, events);
     return response;
@@ -159,9 +160,9 @@ export class TasksService {
       if (Object.keys(changes).length === 0) return before;
 
       const eventOptions = { changes, occurredAt: now, depth: options.depth };
-      const events: EventEnvelope[] = [buildEvent('task.updated', actor.companyId, after, eventOptions)];
+      const events: EventEnvelope[] = [buildCompanyEvent('task.updated', actor.companyId, after, eventOptions)];
       if (!current.is_completed && after.is_completed)
-        events.push(buildEvent('task.completed', actor.companyId, after, eventOptions));
+        events.push(buildCompanyEvent('task.completed', actor.companyId, after, eventOptions));
       const saved = await this.deps.tasks.updateIfRevision(
         actor.companyId,
         taskId,
@@ -187,7 +188,7 @@ export class TasksService {
       const before = toTaskResponse(current);
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, taskEtag(before))) throw new PreconditionFailedError();
       const now = new Date();
-      const events = [buildEvent('task.deleted', actor.companyId, before, { occurredAt: now })];
+      const events = [buildCompanyEvent('task.deleted', actor.companyId, before, { occurredAt: now })];
       if (!(await this.deps.tasks.archive(actor.companyId, current, now, events))) return null;
       this.deps.publisher.publishRecorded('tasks', taskId, events);
       return true;
