@@ -1,39 +1,22 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/events/envelope.js';
 import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
-import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { taskData } from '../helpers/events.js';
 import { admin, createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
-import { sleep, waitFor } from '../helpers/wait.js';
-import { Receiver, verifyWebhook } from './receiver.js';
+import { eventIdsOf, hooksTestEnv, jobsDone } from '../helpers/hooks.js';
+import { waitFor } from '../helpers/wait.js';
+import { verifyWebhook } from './receiver.js';
+import type { TestApp } from '../helpers/app.js';
 
+const env = hooksTestEnv({ HOOK_BACKOFF_MS: '100' }, ['relay', 'automations', 'hooks']);
+const receiver = () => env.receiver();
+const subscribe = (tenant: Tenant, target_url: string, event = 'task.created') =>
+  env.subscribe(tenant, { target_url, event });
 let t: TestApp;
-let workers: { close(): Promise<void> };
-const receivers: Receiver[] = [];
-beforeAll(async () => {
-  t = await buildTestApp({ RATE_LIMIT_MAX: '100000', HOOK_BACKOFF_MS: '100' }, { publisher: true });
-  workers = await startTestWorkers(t.config, t.db, ['relay', 'automations', 'hooks']);
+beforeAll(() => {
+  t = env.t;
 });
-afterEach(async () => {
-  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
-});
-afterAll(async () => {
-  await workers?.close();
-  await t?.close();
-});
-
-async function receiver(): Promise<Receiver> {
-  const started = await Receiver.start();
-  receivers.push(started);
-  return started;
-}
-
-async function subscribe(tenant: Tenant, target_url: string, event = 'task.created') {
-  const response = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url, event });
-  expect(response.statusCode, response.body).toBe(201);
-  return response.json();
-}
 
 describe('REST hook delivery', () => {
   it('delivers task.created signed per Standard Webhooks, and nothing after unsubscribing', async () => {
@@ -86,8 +69,8 @@ describe('REST hook delivery', () => {
     ]);
 
     expect((await ext(t.app, tenant.key, 'DELETE', `/hooks/${hook.hook_id}`)).statusCode).toBe(204);
-    await createTask(t.app, tenant);
-    await sleep(500);
+    const after = await createTask(t.app, tenant);
+    await jobsDone(t, 'hook-fanout', await eventIdsOf(t, after.task_id)); // its fan-out is over
     expect(inbox.requests).toHaveLength(1);
   });
 
@@ -116,7 +99,11 @@ describe('REST hook delivery', () => {
     const types = everything.requests.map((request) => JSON.parse(request.body).type).sort();
     expect(types).toEqual(['item.created', 'task.completed', 'task.created', 'task.updated']);
     await waitFor(() => completedOnly.requests.length === 1);
-    await sleep(300);
+    await jobsDone(
+      t,
+      'hook-fanout',
+      everything.requests.map((request) => request.id),
+    ); // every event's fan-out is over
     expect(completedOnly.requests.map((request) => JSON.parse(request.body).type)).toEqual(['task.completed']);
   });
 
@@ -132,8 +119,11 @@ describe('REST hook delivery', () => {
     await fanout.add(event.type, event, { jobId: `again-${event.event_id}` });
     await waitFor(async () => (await fanout.getJobState(`again-${event.event_id}`)) === 'completed');
     await fanout.close();
-    await sleep(300);
-    expect(inbox.requests).toHaveLength(1);
+    // A later event reaches the hook: the copy's fan-out (completed above) sent nothing before it.
+    await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length >= 2);
+    expect(inbox.requests).toHaveLength(2);
+    expect(inbox.requests[1]?.id).not.toBe(event.event_id);
   });
 
   it("an event added twice under job ids of its own (not the publisher's) is delivered once", async () => {
@@ -151,8 +141,11 @@ describe('REST hook delivery', () => {
         (await fanout.getJobState(`copy-1-${event.event_id}`)) === 'completed',
     );
     await fanout.close();
-    await sleep(300);
-    expect(inbox.requests.map((request) => request.id)).toEqual([event.event_id]);
+    // Both copies' fan-outs completed above; a later event reaching the hook shows nothing else was on its way.
+    await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length >= 2);
+    expect(inbox.requests.map((request) => request.id)).toEqual([event.event_id, expect.any(String)]);
+    expect(inbox.requests[1]?.id).not.toBe(event.event_id);
   });
 
   it('subscribing again to the same target and event answers 409 hook_exists naming the same hook', async () => {

@@ -1,36 +1,23 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { hookDeliveryJobId } from '../../src/hooks/fanout.js';
 import { must } from '../../src/shared/must.js';
-import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
-import { sleep, waitFor } from '../helpers/wait.js';
-import { Receiver, type Answer } from './receiver.js';
+import { eventIdsOf, hooksTestEnv, jobsDone } from '../helpers/hooks.js';
+import { waitFor } from '../helpers/wait.js';
+import type { TestApp } from '../helpers/app.js';
+import type { Answer } from './receiver.js';
 
+const env = hooksTestEnv({ HOOK_BACKOFF_MS: '100', HOOK_MAX_ATTEMPTS: '3', HOOK_TIMEOUT_MS: '400' });
 let t: TestApp;
-let workers: { close(): Promise<void> };
-const receivers: Receiver[] = [];
-beforeAll(async () => {
-  t = await buildTestApp(
-    { RATE_LIMIT_MAX: '100000', HOOK_BACKOFF_MS: '100', HOOK_MAX_ATTEMPTS: '3', HOOK_TIMEOUT_MS: '400' },
-    { publisher: true },
-  );
-  workers = await startTestWorkers(t.config, t.db, ['relay', 'hooks']);
-});
-afterEach(async () => {
-  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
-});
-afterAll(async () => {
-  await workers?.close();
-  await t?.close();
+beforeAll(() => {
+  t = env.t;
 });
 
 /** A tenant with one task.created hook to a receiver that answers as told. */
 async function hookTo(answer: (index: number) => Answer) {
   const tenant = await createTenant(t.app);
-  const inbox = await Receiver.start((_, index) => answer(index));
-  receivers.push(inbox);
-  const hook = (
-    await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' })
-  ).json();
+  const inbox = await env.receiver((_, index) => answer(index));
+  const hook = await env.subscribe(tenant, { target_url: inbox.url(), event: 'task.created' });
   return { tenant, inbox, hook };
 }
 
@@ -76,7 +63,8 @@ describe('retries', () => {
     expect(scheduled(attempts[2])).toBeLessThanOrEqual(120 + 25);
     expect(scheduled(attempts[1])).toBeGreaterThanOrEqual(160 - 2);
     expect(scheduled(attempts[1])).toBeLessThanOrEqual(240 + 25);
-    await sleep(400);
+    // The delivery job is over (delivered on its third attempt): no fourth attempt can follow.
+    await jobsDone(t, 'deliveries', [hookDeliveryJobId(hook.hook_id, must(inbox.requests[0], 'the first attempt').id)]);
     expect(inbox.requests).toHaveLength(3);
   });
 
@@ -144,8 +132,8 @@ describe('retries', () => {
     await waitFor(() => inbox.requests.length === 1);
     await waitFor(async () => (await ext(t.app, tenant.key, 'GET', '/hooks')).json().length === 0);
     expectProblem(await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`), 404, 'not_found');
-    await createTask(t.app, tenant);
-    await sleep(600);
+    const after = await createTask(t.app, tenant);
+    await jobsDone(t, 'hook-fanout', await eventIdsOf(t, after.task_id)); // its fan-out is over
     expect(inbox.requests).toHaveLength(1);
   });
 

@@ -1,6 +1,5 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { must } from '../../src/shared/must.js';
-import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import {
   createItem,
   createKey,
@@ -10,35 +9,19 @@ import {
   ext,
   type Tenant,
 } from '../helpers/fixtures.js';
+import { hooksTestEnv } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
-import { Receiver, verifyWebhook, type Received } from './receiver.js';
+import { verifyWebhook } from './receiver.js';
+import type { TestApp } from '../helpers/app.js';
+import type { Receiver, Received } from './receiver.js';
 
+const env = hooksTestEnv({ HOOK_BACKOFF_MS: '100' });
+const receiver = () => env.receiver();
+const subscribe = (tenant: Tenant, body: Record<string, unknown>) => env.subscribe(tenant, body);
 let t: TestApp;
-let workers: { close(): Promise<void> };
-const receivers: Receiver[] = [];
-beforeAll(async () => {
-  t = await buildTestApp({ RATE_LIMIT_MAX: '100000', HOOK_BACKOFF_MS: '100' }, { publisher: true });
-  workers = await startTestWorkers(t.config, t.db, ['relay', 'hooks']);
+beforeAll(() => {
+  t = env.t;
 });
-afterEach(async () => {
-  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
-});
-afterAll(async () => {
-  await workers?.close();
-  await t?.close();
-});
-
-async function receiver(): Promise<Receiver> {
-  const started = await Receiver.start();
-  receivers.push(started);
-  return started;
-}
-
-async function subscribe(tenant: Tenant, body: Record<string, unknown>) {
-  const response = await ext(t.app, tenant.key, 'POST', '/hooks', body);
-  expect(response.statusCode, response.body).toBe(201);
-  return response.json();
-}
 
 /** POST /hooks/{id}/test, then the request the receiver got for it. */
 async function ping(tenant: Tenant, hookId: string, inbox: Receiver): Promise<Received> {
