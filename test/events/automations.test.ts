@@ -2,8 +2,10 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processAutomationEvent } from '../../src/automations/processor.js';
 import { AutomationsRepository } from '../../src/automations/repository.js';
+import { must } from '../../src/shared/must.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { automationRuns, eventIdsOf, jobsDone, waitForRuns } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 
@@ -123,18 +125,12 @@ describe('automations on task events', () => {
     });
     expect(followUps).toHaveLength(1);
     expect(followUps![0]).toMatchObject({ item_id: item.item_id, assigned_to: tenant.userId, task_type: 'email' });
-    const runs = await waitFor(async () => {
-      const listed = (
-        await admin(
-          t.app,
-          'GET',
-          `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`,
-          undefined,
-          200,
-        )
-      ).json();
-      return listed.length === 1 && listed[0].status === 'succeeded' ? listed : undefined;
-    });
+    const runs = await waitForRuns(
+      t.app,
+      tenant,
+      rule.automation_id,
+      (listed) => listed.length === 1 && listed[0]?.status === 'succeeded',
+    );
     expect(runs![0]).toMatchObject({
       automation_id: rule.automation_id,
       event_type: 'task.completed',
@@ -236,18 +232,16 @@ describe('automations on task events', () => {
       actions: [{ type: 'create_task', title: 'Next', due_in_minutes: 1 }],
     });
     await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Origin', due_at: due });
-    await waitFor(async () => (await tasksOf(tenant.companyId)).length >= 4, 10_000);
-    await new Promise((resolve) => setTimeout(resolve, 1_000)); // room for a (wrong) fifth
+    const chain = await waitFor(async () => {
+      const found = await tasksOf(tenant.companyId);
+      return found.length >= 4 ? found : undefined;
+    }, 10_000);
+    // Every task's task.created went through the automations worker (the last one's at depth 3 too):
+    // had that one run the rule, a fifth task would exist by now.
+    const ids = await Promise.all(must(chain, 'the chain').map((task) => eventIdsOf(t, String(task._id))));
+    await jobsDone(t, 'automations', ids.flat());
     expect(await tasksOf(tenant.companyId)).toHaveLength(4);
-    const runs = (
-      await admin(
-        t.app,
-        'GET',
-        `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`,
-        undefined,
-        200,
-      )
-    ).json();
-    expect(runs.map((run: { depth: number }) => run.depth).sort()).toEqual([0, 1, 2]);
+    const runs = await automationRuns(t.app, tenant, rule.automation_id);
+    expect(runs.map((run) => run.depth as number).sort()).toEqual([0, 1, 2]);
   });
 });

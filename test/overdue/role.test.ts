@@ -7,6 +7,7 @@ import { startOverdue } from '../../workers/overdue.js';
 import { createWorkerContext } from '../../workers/start.js';
 import { buildTestApp, startTestWorkers, uniqueName, type TestApp } from '../helpers/app.js';
 import { admin, createTask, createTenant, ext } from '../helpers/fixtures.js';
+import { automationRuns } from '../helpers/hooks.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { insertOpenTasks } from './seed.js';
 
@@ -51,15 +52,7 @@ describe('the overdue worker role (1-second cron)', () => {
 
     await sleep(2_000); // two more ticks, room for a (wrong) second fire
     expect(await chases()).toBe(1);
-    const runs = (
-      await admin(
-        t.app,
-        'GET',
-        `/companies/${tenant.companyId}/automation-runs?automation_id=${rule.automation_id}`,
-        undefined,
-        200,
-      )
-    ).json();
+    const runs = await automationRuns(t.app, tenant, rule.automation_id);
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ event_type: 'task.overdue', status: 'succeeded' });
     const tasks = t.db.collection('tasks');
