@@ -12,6 +12,7 @@ import { adminApi } from './admin/plugin.js';
 import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
 import { createContainer, type Container } from './container.js';
+import { countPendingOutboxes } from './events/outbox.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
 import { registerErrorReference } from './http/error-reference.js';
@@ -147,7 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
 
   // Queue handles for the services, the board and the depth metrics; outages surface there, never as a crash.
   const queues = createQueues({ connection: deps.redis, prefix: deps.config.QUEUE_PREFIX });
-  const untrack = [trackQueues(Object.values(queues)), trackOutbox(deps.db)];
+  const untrack = [trackQueues(Object.values(queues)), trackOutbox(() => countPendingOutboxes(deps.db))];
 
   // Stage 2: shared decorators: every repository and service, built once (src/container.ts).
   const container = createContainer({

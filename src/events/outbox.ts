@@ -181,7 +181,12 @@ export function findPending(db: Db, collection: OutboxCollection, limit: number)
     .toArray();
 }
 
-/** Documents of `collection` whose events are not yet on the queues. */
-export function countPending(db: Db, collection: OutboxCollection): Promise<number> {
-  return db.collection(collection).countDocuments({ outbox_pending: true });
+/** Per outbox collection, the documents whose events are not yet on the queues (the outbox gauge). */
+export async function countPendingOutboxes(db: Db): Promise<Array<{ collection: OutboxCollection; pending: number }>> {
+  return Promise.all(
+    OUTBOX_COLLECTIONS.map(async (collection) => ({
+      collection,
+      pending: await db.collection(collection).countDocuments({ outbox_pending: true }),
+    })),
+  );
 }

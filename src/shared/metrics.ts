@@ -1,7 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { countPending, OUTBOX_COLLECTIONS } from '../events/outbox.js';
 import type { Queue } from 'bullmq';
-import type { Db } from 'mongodb';
 
 /**
  * Every metric of a process in one registry (web and worker processes each have their own, exposed
@@ -80,7 +78,9 @@ export function observeDeliveryAttempt(
 }
 
 const trackedQueues = new Set<Queue>();
-const trackedDatabases = new Set<Db>();
+/** Each web app's count of documents with pending events, per outbox collection (events/outbox.ts). */
+type OutboxCounter = () => Promise<Array<{ collection: string; pending: number }>>;
+const trackedOutboxes = new Set<OutboxCounter>();
 
 /** Queue depth is read from Redis at scrape time; a Redis outage leaves the gauge empty rather than failing the scrape. */
 new Gauge({
@@ -127,13 +127,11 @@ new Gauge({
   registers: [metricsRegistry],
   async collect() {
     this.reset();
-    for (const db of trackedDatabases) {
-      for (const collection of OUTBOX_COLLECTIONS) {
-        try {
-          this.inc({ collection }, await countPending(db, collection));
-        } catch {
-          // MongoDB unreachable: report nothing
-        }
+    for (const count of trackedOutboxes) {
+      try {
+        for (const { collection, pending } of await count()) this.inc({ collection }, pending);
+      } catch {
+        // MongoDB unreachable: report nothing
       }
     }
   },
@@ -144,7 +142,7 @@ export function trackQueues(queues: Queue[]): () => void {
   return () => queues.forEach((queue) => trackedQueues.delete(queue));
 }
 
-export function trackOutbox(db: Db): () => void {
-  trackedDatabases.add(db);
-  return () => trackedDatabases.delete(db);
+export function trackOutbox(count: OutboxCounter): () => void {
+  trackedOutboxes.add(count);
+  return () => trackedOutboxes.delete(count);
 }
