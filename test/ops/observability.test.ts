@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { loggerOptions } from '../../src/shared/logger.js';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
 import { createTenant, ext, type Tenant } from '../helpers/fixtures.js';
@@ -175,7 +176,13 @@ describe('request logs', () => {
         done();
       },
     });
-    const app = await buildApp({ config: t.config, db: t.db, redis: t.redis, logger: pino({ level: 'info' }, sink) });
+    // The production logger's options (redaction included), writing to the sink.
+    const app = await buildApp({
+      config: t.config,
+      db: t.db,
+      redis: t.redis,
+      logger: pino(loggerOptions('info'), sink),
+    });
     try {
       await ext(app, tenant.key, 'GET', `/items/${tenant.itemId}`, undefined, { 'x-request-id': 'trace-me-1' });
       const requestLines = lines.map((line) => JSON.parse(line)).filter((entry) => entry.reqId === 'trace-me-1');
@@ -189,6 +196,10 @@ describe('request logs', () => {
         duration_ms: expect.any(Number),
       });
       expect(lines.join('\n')).not.toContain(tenant.key);
+      // The request line skips redaction (its fields hold no secret); everything else logged keeps it.
+      app.log.info({ api_key: { key: 'sk_live_not_for_logs' } }, 'other');
+      const other = lines.map((line) => JSON.parse(line)).find((entry) => entry.msg === 'other');
+      expect(other?.api_key).toEqual({ key: '[redacted]' });
     } finally {
       await app.close();
     }
