@@ -1,5 +1,5 @@
 import { context, trace, type Span } from '@opentelemetry/api';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { mongoStatement } from './sdk.js';
 
 const command = { insert: 'tasks', documents: [{ _id: 'tsk_1', title: 'Call back', pending_events: [{ n: 1 }] }] };
@@ -27,11 +27,11 @@ describe('the MongoDB statement of a span', () => {
 
 /** Runs `fn` with `span` active, whatever context manager is installed (none in unit tests). */
 function withActive<T>(span: Span, fn: () => T): T {
-  const active = context.active;
-  context.active = () => trace.setSpan(active.call(context), span);
+  const spanContext = trace.setSpan(context.active(), span);
+  const active = vi.spyOn(context, 'active').mockReturnValue(spanContext);
   try {
     return fn();
   } finally {
-    context.active = active;
+    active.mockRestore();
   }
 }
