@@ -5,6 +5,7 @@ import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { HooksService } from './hooks/service.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { ItemsService } from './items/service.js';
+import { PipelinesService } from './pipelines/service.js';
 import { createRepositories } from './repositories.js';
 import { createChangeFeeds } from './shared/change-feeds.js';
 import { CursorCodec } from './shared/pagination.js';
@@ -62,6 +63,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     cursors,
     targetGuard,
     authenticator,
+    pipelines: new PipelinesService(repos.pipelines),
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),
     apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator }),

@@ -136,7 +136,8 @@ export const ERROR_CATALOGUE: Readonly<Record<string, ErrorEntry>> = {
   unavailable: {
     status: 503,
     title: 'Service unavailable',
-    meaning: 'MongoDB is unreachable. Retry after Retry-After seconds, with the same Idempotency-Key.',
+    meaning:
+      'MongoDB is unreachable, or a write without a version lost every retry to concurrent writers. Nothing changed: retry after Retry-After seconds, with the same Idempotency-Key.',
   },
 };
 

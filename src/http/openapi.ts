@@ -82,7 +82,7 @@ const STATUS_DESCRIPTIONS: Record<string, string> = {
   '415': 'Body is not application/json',
   '422': 'Idempotency-Key reused with a different body',
   '429': 'Rate limit exceeded',
-  '503': 'A backing service is unreachable',
+  '503': 'A backing service is unreachable, or a write lost every retry to concurrent writers',
 };
 
 /** Drops component schemas nothing refers to (the zod registry also holds admin-only and input twins). */

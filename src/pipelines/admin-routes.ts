@@ -1,9 +1,7 @@
 import { z } from 'zod';
 import { requireCompany } from '../admin/require-company.js';
-import { NotFoundError } from '../shared/errors.js';
 import { toPipelineResponse } from './repository.js';
 import { createPipelineBody, pipelineSchema, updatePipelineBody } from './schemas.js';
-import { createPipeline, updatePipeline } from './service.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const companyParams = z.object({ company_id: z.string() });
@@ -23,7 +21,7 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       await requireCompany(app, request.params.company_id);
-      const pipeline = await createPipeline(app.repos.pipelines, request.params.company_id, request.body);
+      const pipeline = await app.services.pipelines.create(request.params.company_id, request.body);
       return reply.code(201).send(toPipelineResponse(pipeline));
     },
   );
@@ -35,7 +33,7 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
-      return (await app.repos.pipelines.list(request.params.company_id)).map(toPipelineResponse);
+      return (await app.services.pipelines.list(request.params.company_id)).map(toPipelineResponse);
     },
   );
 
@@ -45,9 +43,9 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: { tags, params: pipelineParams, response: { 200: pipelineSchema } },
     },
     async (request) => {
-      const pipeline = await app.repos.pipelines.findById(request.params.company_id, request.params.pipeline_id);
-      if (!pipeline) throw new NotFoundError('Pipeline');
-      return toPipelineResponse(pipeline);
+      return toPipelineResponse(
+        await app.services.pipelines.get(request.params.company_id, request.params.pipeline_id),
+      );
     },
   );
 
@@ -63,7 +61,7 @@ export const pipelinesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const { company_id: companyId, pipeline_id: pipelineId } = request.params;
-      return toPipelineResponse(await updatePipeline(app.repos.pipelines, companyId, pipelineId, request.body));
+      return toPipelineResponse(await app.services.pipelines.update(companyId, pipelineId, request.body));
     },
   );
 };

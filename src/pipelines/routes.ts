@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
-import { NotFoundError } from '../shared/errors.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
 import { toPipelineResponse } from './repository.js';
 import { pipelineSchema } from './schemas.js';
@@ -27,7 +26,7 @@ export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
         await app.services.cursors(),
         `pipelines:${companyId}`,
         request.query,
-        (afterId, limit) => app.repos.pipelines.list(companyId, afterId, limit),
+        (afterId, limit) => app.services.pipelines.list(companyId, afterId, limit),
       );
       setNextPageHeaders(request, reply, page.nextCursor);
       return page.rows.map(toPipelineResponse);
@@ -46,9 +45,9 @@ export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const pipeline = await app.repos.pipelines.findCached(authOf(request).companyId, request.params.pipeline_id);
-      if (!pipeline) throw new NotFoundError('Pipeline');
-      return toPipelineResponse(pipeline);
+      return toPipelineResponse(
+        await app.services.pipelines.getCached(authOf(request).companyId, request.params.pipeline_id),
+      );
     },
   );
 };

@@ -40,31 +40,6 @@ function checkDuplicateDetection(
   });
 }
 
-export async function createPipeline(
-  repo: PipelinesRepository,
-  companyId: string,
-  body: z.infer<typeof createPipelineBody>,
-): Promise<PipelineDoc> {
-  const duplicateDetection = body.duplicate_detection ?? DEFAULT_DUPLICATE_DETECTION;
-  const problems: FieldProblem[] = [];
-  checkFieldNamesUnique(body.fields, problems);
-  checkDuplicateDetection(duplicateDetection, body.fields, problems);
-  ValidationError.throwIfAny(problems);
-  const now = new Date();
-  return repo.insert({
-    _id: newId('pipeline'),
-    company_id: companyId,
-    name: body.name,
-    stages: body.stages.map((stage, position) => ({ stage_id: newId('stage'), name: stage.name, position })),
-    statuses: body.statuses.map((status) => ({ status_id: newId('status'), name: status.name })),
-    fields: body.fields,
-    duplicate_detection: duplicateDetection,
-    revision: 1,
-    created_at: now,
-    updated_at: now,
-  });
-}
-
 function sameDefinition(a: FieldDefinition, b: FieldDefinition): boolean {
   return (
     a.type === b.type &&
@@ -122,16 +97,56 @@ export function applyPipelineUpdate(current: PipelineDoc, body: z.infer<typeof u
   };
 }
 
-export async function updatePipeline(
-  repo: PipelinesRepository,
-  companyId: string,
-  pipelineId: string,
-  body: z.infer<typeof updatePipelineBody>,
-): Promise<PipelineDoc> {
-  // Admin edits are rare, so a few attempts cover the contention.
-  return retryLostRaces('pipeline', 5, async () => {
-    const current = await repo.findById(companyId, pipelineId);
-    if (!current) throw new NotFoundError('Pipeline');
-    return repo.replaceIfRevision(companyId, current.revision, applyPipelineUpdate(current, body));
-  });
+/** Pipelines for the admin API (create, edit) and the external API (read); routes call only this. */
+export class PipelinesService {
+  constructor(private readonly pipelines: PipelinesRepository) {}
+
+  async create(companyId: string, body: z.infer<typeof createPipelineBody>): Promise<PipelineDoc> {
+    const duplicateDetection = body.duplicate_detection ?? DEFAULT_DUPLICATE_DETECTION;
+    const problems: FieldProblem[] = [];
+    checkFieldNamesUnique(body.fields, problems);
+    checkDuplicateDetection(duplicateDetection, body.fields, problems);
+    ValidationError.throwIfAny(problems);
+    const now = new Date();
+    return this.pipelines.insert({
+      _id: newId('pipeline'),
+      company_id: companyId,
+      name: body.name,
+      stages: body.stages.map((stage, position) => ({ stage_id: newId('stage'), name: stage.name, position })),
+      statuses: body.statuses.map((status) => ({ status_id: newId('status'), name: status.name })),
+      fields: body.fields,
+      duplicate_detection: duplicateDetection,
+      revision: 1,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  async update(companyId: string, pipelineId: string, body: z.infer<typeof updatePipelineBody>): Promise<PipelineDoc> {
+    // Admin edits are rare, so a few attempts cover the contention.
+    return retryLostRaces('pipeline', 5, async () => {
+      const current = await this.pipelines.findById(companyId, pipelineId);
+      if (!current) throw new NotFoundError('Pipeline');
+      return this.pipelines.replaceIfRevision(companyId, current.revision, applyPipelineUpdate(current, body));
+    });
+  }
+
+  /** A page in creation order (the external API), or every pipeline of the company (the admin API). */
+  list(companyId: string, afterId?: string, limit?: number): Promise<PipelineDoc[]> {
+    return this.pipelines.list(companyId, afterId, limit);
+  }
+
+  /** From the process cache (the external API: changes arrive over the change feed). */
+  async getCached(companyId: string, pipelineId: string): Promise<PipelineDoc> {
+    const pipeline = await this.pipelines.findCached(companyId, pipelineId);
+    if (!pipeline) throw new NotFoundError('Pipeline');
+    return pipeline;
+  }
+
+  /** Read from MongoDB (the admin API: an edit is seen at once). */
+  async get(companyId: string, pipelineId: string): Promise<PipelineDoc> {
+    const pipeline = await this.pipelines.findById(companyId, pipelineId);
+    if (!pipeline) throw new NotFoundError('Pipeline');
+    return pipeline;
+  }
 }
