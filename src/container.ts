@@ -1,6 +1,7 @@
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
+import { EventFeed } from './events/feed.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { HooksService } from './hooks/service.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
@@ -64,6 +65,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     targetGuard,
     authenticator,
     pipelines: new PipelinesService(repos.pipelines),
+    eventFeed: new EventFeed({ events: repos.events, cursors }),
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),
     apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator }),
@@ -72,6 +74,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       users: repos.users,
       pipelines: repos.pipelines,
       targetGuard,
+      webhookSecrets: repos.webhookSecrets,
     }),
     hooks: new HooksService({
       hooks: repos.hooks,

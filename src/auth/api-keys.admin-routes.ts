@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { requireCompany } from '../admin/require-company.js';
 import { noContent } from '../http/responses.js';
-import { NotFoundError } from '../shared/errors.js';
 import { toIso } from '../shared/time.js';
 import {
   apiKeySchema,
@@ -53,7 +52,7 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       // This process's uses are written in batches; write them now so the list is current (other web
       // processes' uses arrive within their next flush, every 5 s).
       await app.services.lastUsed.flush();
-      return (await app.repos.apiKeys.list(request.params.company_id)).map(toApiKeyResponse);
+      return (await app.services.apiKeys.list(request.params.company_id)).map(toApiKeyResponse);
     },
   );
 
@@ -68,9 +67,8 @@ export const apiKeysAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const key = await app.repos.apiKeys.rename(request.params.company_id, request.params.key_id, request.body.name);
-      if (!key) throw new NotFoundError('API key');
-      return toApiKeyResponse(key);
+      const { company_id: companyId, key_id: keyId } = request.params;
+      return toApiKeyResponse(await app.services.apiKeys.rename(companyId, keyId, request.body.name));
     },
   );
 

@@ -38,6 +38,16 @@ export class ApiKeysService {
     return { doc, key: material.value };
   }
 
+  list(companyId: string): Promise<ApiKeyDoc[]> {
+    return this.deps.apiKeys.list(companyId);
+  }
+
+  async rename(companyId: string, keyId: string, name: string): Promise<ApiKeyDoc> {
+    const key = await this.deps.apiKeys.rename(companyId, keyId, name);
+    if (!key) throw new NotFoundError('API key');
+    return key;
+  }
+
   /** Revoked at once in this process; other processes hear of it over the change feed. */
   async revoke(companyId: string, keyId: string): Promise<void> {
     if (!(await this.deps.apiKeys.revoke(companyId, keyId))) throw new NotFoundError('API key');

@@ -45,7 +45,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
-      return (await app.repos.automations.list(request.params.company_id)).map(toAutomationResponse);
+      return (await app.services.automations.list(request.params.company_id)).map(toAutomationResponse);
     },
   );
 
@@ -89,7 +89,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
-      return { secret: await app.repos.webhookSecrets.forCompany(request.params.company_id) };
+      return { secret: await app.services.automations.webhookSecret(request.params.company_id) };
     },
   );
 
@@ -105,7 +105,7 @@ export const automationsAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
-      const runs = await app.repos.automations.listRuns(
+      const runs = await app.services.automations.listRuns(
         request.params.company_id,
         request.query.automation_id,
         request.query.limit,

@@ -1,9 +1,10 @@
 import { NotFoundError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import type { TargetGuard } from '../hooks/target-guard.js';
+import type { WebhookSecretsRepository } from '../hooks/webhook-secrets.repository.js';
 import type { PipelinesRepository } from '../pipelines/repository.js';
 import type { UsersRepository } from '../users/repository.js';
-import type { AutomationDoc, AutomationsRepository } from './repository.js';
+import type { AutomationDoc, AutomationRunDoc, AutomationsRepository } from './repository.js';
 import type { AutomationAction, AutomationConditions, createAutomationBody, updateAutomationBody } from './schemas.js';
 import type { z } from 'zod';
 
@@ -12,6 +13,7 @@ export interface AutomationsServiceDeps {
   users: Pick<UsersRepository, 'findById'>;
   pipelines: Pick<PipelinesRepository, 'list'>;
   targetGuard: Pick<TargetGuard, 'problemWithUrl'>;
+  webhookSecrets: Pick<WebhookSecretsRepository, 'forCompany'>;
 }
 
 /** Automation rules as the admin API manages them; their references always resolve in their own company. */
@@ -43,6 +45,20 @@ export class AutomationsService {
     const updated = await this.deps.automations.update(companyId, automationId, body);
     if (!updated) throw new NotFoundError('Automation');
     return updated;
+  }
+
+  list(companyId: string): Promise<AutomationDoc[]> {
+    return this.deps.automations.list(companyId);
+  }
+
+  /** The latest runs, newest first, of one automation or all of them. */
+  listRuns(companyId: string, automationId: string | undefined, limit: number): Promise<AutomationRunDoc[]> {
+    return this.deps.automations.listRuns(companyId, automationId, limit);
+  }
+
+  /** The whsec_ secret that signs the company's automation `webhook` actions (made on first use). */
+  webhookSecret(companyId: string): Promise<string> {
+    return this.deps.webhookSecrets.forCompany(companyId);
   }
 
   async remove(companyId: string, automationId: string): Promise<void> {

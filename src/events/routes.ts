@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
-import { EventFeed } from './feed.js';
 import { feedEventSchema, listEventsQuery } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
@@ -9,8 +8,6 @@ const tags = ['events'];
 const SCOPES = 'Needs tasks:read (task.* events) or items:read (item.* events); a key sees the kinds its scopes allow.';
 
 export const eventsRoutes: FastifyPluginAsyncZod = async (app) => {
-  const feed = new EventFeed({ events: app.repos.events, cursors: app.services.cursors });
-
   app.get(
     '/events',
     {
@@ -24,7 +21,7 @@ export const eventsRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      const page = await feed.list(authOf(request), request.query);
+      const page = await app.services.eventFeed.list(authOf(request), request.query);
       setNextPageHeaders(request, reply, page.nextCursor);
       return page.events;
     },
@@ -42,6 +39,6 @@ export const eventsRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: feedEventSchema },
       },
     },
-    async (request) => feed.get(authOf(request), request.params.event_id),
+    async (request) => app.services.eventFeed.get(authOf(request), request.params.event_id),
   );
 };

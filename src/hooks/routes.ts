@@ -62,7 +62,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         await app.services.cursors(),
         `hooks:${companyId}`,
         request.query,
-        (afterId, limit) => app.repos.hooks.list(companyId, afterId, limit),
+        (afterId, limit) => app.services.hooks.list(authOf(request), afterId, limit),
       );
       setNextPageHeaders(request, reply, page.nextCursor);
       return page.rows.map(toHookResponse);

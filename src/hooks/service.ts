@@ -111,6 +111,11 @@ export class HooksService {
     throw new HookExistsError(hook._id);
   }
 
+  /** A page of the company's hooks in creation order. */
+  list(actor: Actor, afterId: string | undefined, limit: number): Promise<HookDoc[]> {
+    return this.deps.hooks.list(actor.companyId, afterId, limit);
+  }
+
   async unsubscribe(actor: Actor, hookId: string): Promise<void> {
     if (!(await this.deps.hooks.delete(actor.companyId, hookId))) throw new NotFoundError('Hook');
     await this.deps.deliveries.deleteForHook(actor.companyId, hookId);
