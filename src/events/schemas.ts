@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampQuery } from '../shared/time.js';
-import { TASK_EXAMPLE } from '../tasks/schemas.js';
+import { TASK_COMPLETED_EXAMPLE } from '../tasks/schemas.js';
 import {
   EVENT_TYPES,
   eventEnvelopeSchema,
@@ -16,17 +16,8 @@ const example = {
   type: 'task.completed',
   company_id: 'cmp_6740b7a1c2d3e4f5a6b7c8d0',
   occurred_at: '2026-11-20T08:30:00.000Z',
-  data: {
-    ...TASK_EXAMPLE,
-    notes: 'Signed.',
-    is_completed: true,
-    completed_at: '2026-11-20T08:30:00.000Z',
-    updated_at: '2026-11-20T08:30:00.000Z',
-  },
-  changes: {
-    is_completed: { from: false, to: true },
-    completed_at: { from: null, to: '2026-11-20T08:30:00.000Z' },
-  },
+  data: { ...TASK_COMPLETED_EXAMPLE.data, notes: 'Signed.' },
+  changes: TASK_COMPLETED_EXAMPLE.changes,
 };
 
 /** One event as the feed shows it: exactly the envelope webhooks carry. */

@@ -9,7 +9,7 @@ import {
 } from '../events/envelope.js';
 import { responseJsonSchema } from '../http/serializer.js';
 import { itemSchema } from '../items/schemas.js';
-import { taskSchema } from '../tasks/schemas.js';
+import { TASK_COMPLETED_EXAMPLE, TASK_EXAMPLE, taskSchema } from '../tasks/schemas.js';
 
 /**
  * One schema per event type a webhook can carry (DECISIONS.md section 12.2): the envelope of section
@@ -34,28 +34,16 @@ const DATA_DESCRIPTIONS: Record<DataKind, string> = {
 };
 
 // Examples: the entity examples of the API reference, each under its own event type.
-const taskExample = (taskSchema.meta()?.example ?? {}) as Record<string, unknown>;
 const itemExample = (itemSchema.meta()?.example ?? {}) as Record<string, unknown>;
 const EXAMPLE_DATA: Record<WebhookEventType, { data: Record<string, unknown>; changes?: Record<string, unknown> }> = {
-  'task.created': { data: taskExample },
+  'task.created': { data: TASK_EXAMPLE },
   'task.updated': {
-    data: { ...taskExample, priority: 'urgent', updated_at: '2026-11-20T08:15:00.000Z' },
+    data: { ...TASK_EXAMPLE, priority: 'urgent', updated_at: '2026-11-20T08:15:00.000Z' },
     changes: { priority: { from: 'high', to: 'urgent' } },
   },
-  'task.completed': {
-    data: {
-      ...taskExample,
-      is_completed: true,
-      completed_at: '2026-11-20T08:30:00.000Z',
-      updated_at: '2026-11-20T08:30:00.000Z',
-    },
-    changes: {
-      is_completed: { from: false, to: true },
-      completed_at: { from: null, to: '2026-11-20T08:30:00.000Z' },
-    },
-  },
-  'task.overdue': { data: taskExample },
-  'task.deleted': { data: taskExample },
+  'task.completed': TASK_COMPLETED_EXAMPLE,
+  'task.overdue': { data: TASK_EXAMPLE },
+  'task.deleted': { data: TASK_EXAMPLE },
   'item.created': { data: itemExample },
   'item.updated': {
     data: { ...itemExample, stage: 'stg_6740b7a1c2d3e4f5a6b7c8d2', version: 2 },

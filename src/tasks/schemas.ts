@@ -28,6 +28,20 @@ export const TASK_EXAMPLE = {
   updated_at: '2026-11-20T08:00:00.000Z',
 };
 
+/** The same task completed, with the changes of its task.completed event (feed and webhook examples). */
+export const TASK_COMPLETED_EXAMPLE = {
+  data: {
+    ...TASK_EXAMPLE,
+    is_completed: true,
+    completed_at: '2026-11-20T08:30:00.000Z',
+    updated_at: '2026-11-20T08:30:00.000Z',
+  },
+  changes: {
+    is_completed: { from: false, to: true },
+    completed_at: { from: null, to: '2026-11-20T08:30:00.000Z' },
+  },
+};
+
 export const taskSchema = z
   .object({
     task_id: z.string(),

@@ -21,6 +21,19 @@ afterAll(async () => {
 });
 
 const due = '2030-01-01T10:00:00.000Z';
+/** Creates an item and a task on it, completes the task, and waits until the item reaches `version`. */
+async function completeTaskOnNewItem(tenant: Tenant, version: number) {
+  const item = await createItem(t.app, tenant);
+  const task = (
+    await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Close', due_at: due, item_id: item.item_id })
+  ).json();
+  await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { is_completed: true });
+  return waitFor(async () => {
+    const current = (await ext(t.app, tenant.key, 'GET', `/items/${item.item_id}`)).json();
+    return current.version === version ? current : undefined;
+  });
+}
+
 async function automation(tenant: Tenant, body: Record<string, unknown>) {
   return (
     await admin(t.app, 'POST', `/companies/${tenant.companyId}/automations`, { name: 'rule', ...body }, 201)
@@ -187,15 +200,7 @@ describe('automations on task events', () => {
       trigger: 'task.completed',
       actions: [{ type: 'update_item', stage_id: tenant.stageIds[2], status_id: tenant.statusIds[1] }],
     });
-    const item = await createItem(t.app, tenant);
-    const task = (
-      await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Close', due_at: due, item_id: item.item_id })
-    ).json();
-    await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { is_completed: true });
-    const moved = await waitFor(async () => {
-      const current = (await ext(t.app, tenant.key, 'GET', `/items/${item.item_id}`)).json();
-      return current.version === 2 ? current : undefined;
-    });
+    const moved = await completeTaskOnNewItem(tenant, 2);
     expect(moved).toMatchObject({ stage: tenant.stageIds[2], status: tenant.statusIds[1], version: 2 });
   });
 
@@ -213,15 +218,7 @@ describe('automations on task events', () => {
       const triggered = await repository.triggeredBy(tenant.companyId, 'task.completed');
       expect(triggered.map((rule) => rule._id)).toEqual(rules.map((rule) => rule.automation_id));
     }
-    const item = await createItem(t.app, tenant);
-    const task = (
-      await ext(t.app, tenant.key, 'POST', '/tasks', { title: 'Close', due_at: due, item_id: item.item_id })
-    ).json();
-    await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { is_completed: true });
-    const moved = await waitFor(async () => {
-      const current = (await ext(t.app, tenant.key, 'GET', `/items/${item.item_id}`)).json();
-      return current.version === 4 ? current : undefined;
-    });
+    const moved = await completeTaskOnNewItem(tenant, 4);
     expect(moved.stage).toBe(tenant.stageIds[0]);
   });
 

@@ -178,3 +178,15 @@ export async function createTask(app: FastifyInstance, tenant: Tenant, body: Pay
   expect(response.statusCode, response.body).toBe(201);
   return response.json();
 }
+
+/** The fields of a created hook, in the order the API writes them (the secret only here, never in lists). */
+export const CREATED_HOOK_KEYS = [
+  'hook_id',
+  'target_url',
+  'event',
+  'events',
+  'filter',
+  'secret',
+  'created_at',
+  'disabled_at',
+];

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/events/envelope.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { CREATED_HOOK_KEYS, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -21,16 +21,7 @@ describe('hook subscriptions', () => {
   it('create returns the secret once; the list never shows it', async () => {
     const tenant = await createTenant(t.app);
     const hook = await subscribe(tenant);
-    expect(Object.keys(hook)).toEqual([
-      'hook_id',
-      'target_url',
-      'event',
-      'events',
-      'filter',
-      'secret',
-      'created_at',
-      'disabled_at',
-    ]);
+    expect(Object.keys(hook)).toEqual(CREATED_HOOK_KEYS);
     expect(hook).toMatchObject({
       target_url,
       event: 'task.created',

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildEvent, type EventType } from '../../src/events/envelope.js';
 import { HOOK_EVENTS_INDEX, HooksRepository } from '../../src/hooks/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
-import { createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { CREATED_HOOK_KEYS, createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -114,16 +114,7 @@ describe('events and filter (issue 19)', () => {
       events: ['task.completed', 'item.created'],
       filter: { pipeline_id: tenant.pipelineId },
     });
-    expect(Object.keys(hook)).toEqual([
-      'hook_id',
-      'target_url',
-      'event',
-      'events',
-      'filter',
-      'secret',
-      'created_at',
-      'disabled_at',
-    ]);
+    expect(Object.keys(hook)).toEqual(CREATED_HOOK_KEYS);
     expect(hook).toMatchObject({
       event: 'task.completed',
       events: ['task.completed', 'item.created'],
