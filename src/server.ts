@@ -2,10 +2,8 @@ import closeWithGrace from 'close-with-grace';
 import { loadConfigOrExit } from './config.js';
 import { QueueEventPublisher } from './events/queue-publisher.js';
 import { createLogger } from './shared/logger.js';
-import { countMongoCommands } from './shared/mongo-commands.js';
-import { connectMongo } from './shared/mongo.js';
 import { createRequestPathRedis } from './shared/redis.js';
-import { exitOnStartupFailure, listenError, untilReachable } from './shared/startup.js';
+import { exitOnStartupFailure, listenError, reachMongo } from './shared/startup.js';
 import { shutdownTracing } from './telemetry/state.js';
 import { startWeb } from './web.js';
 
@@ -30,12 +28,10 @@ closeWithGrace({ delay: 10_000, logger }, async ({ signal, err }) => {
 });
 
 const deadline = Date.now() + config.STARTUP_TIMEOUT_MS;
-const mongo = await untilReachable(
-  'MongoDB',
-  (attemptMs) => connectMongo(mongoUrl, config.MONGO_DB, attemptMs, { monitorCommands: config.MONGO_COMMAND_METRICS }),
+const mongo = await reachMongo(
+  { url: mongoUrl, dbName: config.MONGO_DB, countCommands: config.MONGO_COMMAND_METRICS },
   { deadline, logger },
 ).catch((error) => exitOnStartupFailure(logger, error));
-if (config.MONGO_COMMAND_METRICS) countMongoCommands(mongo.client);
 // Redis is not waited for: the API serves through a Redis outage (DECISIONS.md section 4) and the client reconnects.
 const redis = createRequestPathRedis(config.REDIS_URL);
 redis.on('error', () => {}); // state is reported by /readyz and the rate limiter; avoid an unhandled 'error' event

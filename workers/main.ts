@@ -1,10 +1,9 @@
 import closeWithGrace from 'close-with-grace';
 import { loadConfigOrExit } from '../src/config.js';
 import { createLogger } from '../src/shared/logger.js';
-import { countMongoCommands } from '../src/shared/mongo-commands.js';
-import { connectMongo, pingMongo } from '../src/shared/mongo.js';
+import { pingMongo } from '../src/shared/mongo.js';
 import { createRequestPathRedis, isRedisReady, pingRedisOnce } from '../src/shared/redis.js';
-import { exitOnStartupFailure, listenError, untilReachable } from '../src/shared/startup.js';
+import { exitOnStartupFailure, listenError, reachMongo, untilReachable } from '../src/shared/startup.js';
 import { shutdownTracing } from '../src/telemetry/state.js';
 import { startMetricsServer } from './metrics-server.js';
 import { startWorkers, type RunningWorkers } from './start.js';
@@ -50,13 +49,11 @@ metricsServer =
       }).catch((error) => exitOnStartupFailure(logger, listenError('METRICS_PORT', config.METRICS_PORT!, error)));
 
 const deadline = Date.now() + config.STARTUP_TIMEOUT_MS;
-const mongo = await untilReachable(
-  'MongoDB',
-  (attemptMs) => connectMongo(mongoUrl, config.MONGO_DB, attemptMs, { monitorCommands: config.MONGO_COMMAND_METRICS }),
+// With MONGO_COMMAND_METRICS, mongodb_commands_total on /metrics (METRICS_PORT): the round trips of each role.
+const mongo = await reachMongo(
+  { url: mongoUrl, dbName: config.MONGO_DB, countCommands: config.MONGO_COMMAND_METRICS },
   { deadline, logger },
 ).catch((error) => exitOnStartupFailure(logger, error));
-// mongodb_commands_total on /metrics (METRICS_PORT), as the web process: the round trips of each role.
-if (config.MONGO_COMMAND_METRICS) countMongoCommands(mongo.client);
 // Every role needs Redis (queues, tick claims); without it the worker would sit idle, looking healthy.
 await untilReachable('Redis', (attemptMs) => pingRedisOnce(config.REDIS_URL, attemptMs), { deadline, logger }).catch(
   (error) => exitOnStartupFailure(logger, error),

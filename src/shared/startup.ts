@@ -1,4 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { countMongoCommands } from './mongo-commands.js';
+import { connectMongo, type MongoConnection } from './mongo.js';
 import type { Logger } from './logger.js';
 
 /** A start that cannot succeed: the entry point prints its message as one line and exits non-zero. */
@@ -53,6 +55,23 @@ export async function untilReachable<T>(
       pause = Math.min(pause * 2, MAX_RETRY_MS);
     }
   }
+}
+
+/**
+ * MongoDB for an entry point (web and worker alike): retried until `deadline`; with `countCommands`
+ * (MONGO_COMMAND_METRICS) its commands are counted as mongodb_commands_total.
+ */
+export async function reachMongo(
+  target: { url: string; dbName: string; countCommands: boolean },
+  options: { deadline: number; logger: Logger },
+): Promise<MongoConnection> {
+  const mongo = await untilReachable(
+    'MongoDB',
+    (attemptMs) => connectMongo(target.url, target.dbName, attemptMs, { monitorCommands: target.countCommands }),
+    options,
+  );
+  if (target.countCommands) countMongoCommands(mongo.client);
+  return mongo;
 }
 
 /** A listen() failure as one clear line (the port variable named), anything else unchanged. */
