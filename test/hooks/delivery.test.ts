@@ -150,14 +150,14 @@ describe('REST hook delivery', () => {
 
   it('subscribing again to the same target and event answers 409 hook_exists naming the same hook', async () => {
     const tenant = await createTenant(t.app);
-    const first = await subscribe(tenant, 'https://hooks.example.com/a');
+    const first = await subscribe(tenant, 'http://127.0.0.1:9/a');
     const again = await ext(t.app, tenant.key, 'POST', '/hooks', {
-      target_url: 'https://hooks.example.com/a',
+      target_url: 'http://127.0.0.1:9/a',
       event: 'task.created',
     });
     expect(again.statusCode).toBe(409);
     expect(again.json()).toMatchObject({ code: 'hook_exists', hook_id: first.hook_id });
-    const other = await subscribe(tenant, 'https://hooks.example.com/a', '*');
+    const other = await subscribe(tenant, 'http://127.0.0.1:9/a', '*');
     expect(other.hook_id).not.toBe(first.hook_id);
     expect((await ext(t.app, tenant.key, 'GET', '/hooks')).json()).toHaveLength(2);
   });

@@ -136,8 +136,8 @@ describe('rotate and test: scope and ownership', () => {
   it("another company's hook, an unknown and a deleted hook are 404; a key without hooks:manage is 403", async () => {
     const owner = await createTenant(t.app);
     const stranger = await createTenant(t.app);
-    const hook = await subscribe(owner, { target_url: 'https://hooks.example.com/x', event: '*' });
-    const gone = await subscribe(owner, { target_url: 'https://hooks.example.com/gone', event: '*' });
+    const hook = await subscribe(owner, { target_url: 'http://127.0.0.1:9/x', event: '*' });
+    const gone = await subscribe(owner, { target_url: 'http://127.0.0.1:9/gone', event: '*' });
     expect((await ext(t.app, owner.key, 'DELETE', `/hooks/${gone.hook_id}`)).statusCode).toBe(204);
     for (const action of ['rotate-secret', 'test']) {
       expectProblem(await ext(t.app, stranger.key, 'POST', `/hooks/${hook.hook_id}/${action}`), 404, 'not_found');
