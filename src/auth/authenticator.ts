@@ -23,6 +23,8 @@ export type Actor = Pick<AuthContext, 'companyId' | 'userId'>;
 interface CachedKey {
   key: ApiKeyDoc;
   company: CompanyDoc | null;
+  /** Built once per load and shared by the requests it admits (nothing modifies it). */
+  context: AuthContext;
 }
 
 /**
@@ -81,14 +83,14 @@ export class ApiKeyAuthenticator {
     }
     const hash = hashApiKey(presented);
     const found = this.cache.get(hash) ?? (await this.load(hash));
-    if (!found || !hashesEqual(found.key.key_hash, hash)) throw new UnknownApiKeyError();
-    const { key, company } = found;
+    if (!found) throw new UnknownApiKeyError();
+    const { key, company, context } = found;
     if (key.revoked_at) throw new UnauthorizedError('The API key has been revoked');
     if (key.expires_at && key.expires_at.getTime() <= now.getTime())
       throw new UnauthorizedError('The API key has expired');
     if (!company) throw new UnauthorizedError('The API key is invalid');
     if (company.subscription_status !== 'active') throw new SubscriptionInactiveError();
-    return { companyId: key.company_id, keyId: key._id, userId: key.created_by, scopes: new Set(key.scopes) };
+    return context;
   }
 
   private forgetKey(keyId: string): void {
@@ -101,9 +103,11 @@ export class ApiKeyAuthenticator {
 
   private async load(hash: string): Promise<CachedKey | undefined> {
     const key = await this.keys.findByHash(hash);
-    // Unknown keys are not cached: a key created a moment ago must work at once.
-    if (!key) return undefined;
-    const entry = { key, company: await this.companies.findById(key.company_id) };
+    // Unknown keys are not cached: a key created a moment ago must work at once. The cache is keyed
+    // by this same hash, so the constant-time comparison is needed here only.
+    if (!key || !hashesEqual(key.key_hash, hash)) return undefined;
+    const context = { companyId: key.company_id, keyId: key._id, userId: key.created_by, scopes: new Set(key.scopes) };
+    const entry = { key, company: await this.companies.findById(key.company_id), context };
     this.cache.set(hash, entry);
     return entry;
   }

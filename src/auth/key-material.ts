@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const KEY_PREFIX = 'prk_';
 /** `prk_` + base64url of 32 random bytes (43 characters); anything else is rejected before any lookup. */
@@ -16,7 +16,7 @@ export function displayPrefixOf(value: string): string {
 }
 
 export function hashApiKey(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
+  return hash('sha256', value, 'hex'); // one-shot: no Hash object per request
 }
 
 export function isWellFormedApiKey(value: unknown): value is string {

@@ -23,9 +23,16 @@ export interface OutboxFields {
  */
 export const OUTBOX_MAX_BYTES = 4 * 1024 * 1024;
 
+/** Each envelope's size, measured once: the write adds it to `outbox_bytes` and the clearing takes the same off. */
+const sizes = new WeakMap<EventEnvelope, number>();
+
 export function eventBytes(events: EventEnvelope[]): number {
   let bytes = 0;
-  for (const event of events) bytes += JSON.stringify(event).length;
+  for (const event of events) {
+    let size = sizes.get(event);
+    if (size === undefined) sizes.set(event, (size = JSON.stringify(event).length));
+    bytes += size;
+  }
   return bytes;
 }
 

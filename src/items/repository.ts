@@ -3,6 +3,7 @@ import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/out
 import { EventsRepository } from '../events/repository.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
+import { companyScopedKey } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
@@ -157,7 +158,7 @@ export class ItemsRepository {
 
   /** Whether the company has this live item, from the process's memory when it was seen recently. */
   existsCached(companyId: string, itemId: string): Promise<boolean> {
-    return this.existing.exists(JSON.stringify([companyId, itemId]), async () =>
+    return this.existing.exists(companyScopedKey(companyId, itemId), async () =>
       Boolean(
         await this.collection.findOne({ company_id: companyId, _id: itemId, ...LIVE }, { projection: { _id: 1 } }),
       ),
@@ -176,7 +177,7 @@ export class ItemsRepository {
   /** Archives the item at the version that was read, with its item.deleted event in the same write. */
   async archive(current: ItemDoc, at: Date, events: EventEnvelope[]) {
     // Forgotten before and after: a check running meanwhile must not remember it as live.
-    const key = JSON.stringify([current.company_id, current._id]);
+    const key = companyScopedKey(current.company_id, current._id);
     this.existing.forget(key);
     try {
       return await updateWithEvents(

@@ -13,7 +13,7 @@ import {
   type FieldProblem,
 } from '../shared/errors.js';
 import { ifMatchAccepts, versionEtag } from '../shared/etag.js';
-import { newId } from '../shared/ids.js';
+import { companyScopedKey, newId } from '../shared/ids.js';
 import { must } from '../shared/must.js';
 import { retryLostRaces } from '../shared/optimistic.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
@@ -127,12 +127,12 @@ export class ItemsService {
   }
 
   private remember(doc: ItemDoc): void {
-    this.recentItems.set(JSON.stringify([doc.company_id, doc._id]), doc);
+    this.recentItems.set(companyScopedKey(doc.company_id, doc._id), doc);
   }
 
   /** The item at exactly `version` when this process has seen it so. */
   private recent(companyId: string, itemId: string, version: number): ItemDoc | undefined {
-    const doc = this.recentItems.get(JSON.stringify([companyId, itemId]));
+    const doc = this.recentItems.get(companyScopedKey(companyId, itemId));
     return doc?.version === version ? doc : undefined;
   }
 

@@ -1,5 +1,5 @@
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
-import { isIdOf } from '../shared/ids.js';
+import { companyScopedKey, isIdOf } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { DuplicateDetection, FieldDefinition, PipelineResponse } from './schemas.js';
 import type { Collection, Db } from 'mongodb';
@@ -88,7 +88,7 @@ export class PipelinesRepository {
 }
 
 function cacheKey(companyId: string, pipelineId: string): string {
-  return JSON.stringify([companyId, pipelineId]);
+  return companyScopedKey(companyId, pipelineId);
 }
 
 export function toPipelineResponse(doc: PipelineDoc): PipelineResponse {

@@ -91,6 +91,9 @@ export class SlidingWindowLimiter {
   private readonly redis: SlidingWindowRedis;
   private readonly memory: MemorySlidingWindow;
   private degraded = false;
+  /** Set members must be unique across processes: this process's random tag and a counter. */
+  private readonly memberTag = `${randomUUID()}:`;
+  private admitted = 0;
 
   constructor(
     redis: RedisClient,
@@ -119,7 +122,7 @@ export class SlidingWindowLimiter {
           this.options.keyPrefix + key,
           this.options.windowSeconds * 1000,
           this.options.max,
-          randomUUID(),
+          this.memberTag + String(this.admitted++),
         );
         this.setDegraded(false);
         return {

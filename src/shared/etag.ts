@@ -1,11 +1,11 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** An item's ETag is its version (DECISIONS.md section 6). */
 export const versionEtag = (version: number) => `"${version}"`;
 
 /** A task has no version in its API shape: its ETag is a digest of the representation, which changes with every visible change. */
 export const representationEtag = (representation: unknown) =>
-  `"${createHash('sha256').update(JSON.stringify(representation)).digest('base64url').slice(0, 22)}"`;
+  `"${hash('sha256', JSON.stringify(representation), 'base64url').slice(0, 22)}"`;
 
 /**
  * Whether an `If-Match` header admits the current ETag: `*`, or a list of entity tags one of which

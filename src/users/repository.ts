@@ -1,6 +1,6 @@
 import { ValidationError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
-import { newId } from '../shared/ids.js';
+import { companyScopedKey, newId } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import type { Collection, Db } from 'mongodb';
@@ -60,7 +60,7 @@ export class UsersRepository {
 
   /** Whether the company has this user, from the process's memory when it was seen recently (task assignees). */
   existsCached(companyId: string, userId: string): Promise<boolean> {
-    return this.existing.exists(JSON.stringify([companyId, userId]), async () =>
+    return this.existing.exists(companyScopedKey(companyId, userId), async () =>
       Boolean(await this.collection.findOne({ company_id: companyId, _id: userId }, { projection: { _id: 1 } })),
     );
   }
