@@ -16,34 +16,64 @@ export async function rssOf(pid: number): Promise<number | undefined> {
   }
 }
 
-/** Samples the RSS of named processes once a second until stopped. */
+/** `nodejs_heap_used_after_full_gc_bytes` of a process's /metrics, in MB; undefined when unreadable or not yet set. */
+export async function heapAfterGcOf(metricsUrl: string): Promise<number | undefined> {
+  try {
+    const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+    const bytes = Number(/^nodejs_heap_used_after_full_gc_bytes (\d+(?:\.\d+)?)$/m.exec(text)?.[1]);
+    return bytes > 0 ? bytes / 1024 / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The series of a process's post-GC heap among the sampler's series. */
+export const heapSeries = (name: string) => `${name} heap after GC`;
+
+/**
+ * Samples the RSS of named processes once a second until stopped, and every 5 s the heap their
+ * /metrics reports as in use after the latest full collection (series `heapSeries(name)`).
+ */
 export class RssSampler {
   readonly samples = new Map<string, Array<{ at: number; mb: number }>>();
   private readonly pids = new Map<string, number>();
-  private timer?: NodeJS.Timeout;
+  private readonly metricsUrls = new Map<string, string>();
+  private timers: NodeJS.Timeout[] = [];
 
-  watch(name: string, pid: number | undefined): void {
+  watch(name: string, pid: number | undefined, metricsUrl?: string): void {
     if (pid) this.pids.set(name, pid);
+    if (metricsUrl) this.metricsUrls.set(name, metricsUrl);
   }
 
   start(): this {
-    this.timer = setInterval(() => void this.sample(), 1_000);
+    this.timers = [setInterval(() => void this.sample(), 1_000), setInterval(() => void this.sampleHeaps(), 5_000)];
     return this;
+  }
+
+  private record(name: string, at: number, mb: number): void {
+    const list = this.samples.get(name) ?? [];
+    list.push({ at, mb });
+    this.samples.set(name, list);
+  }
+
+  private async sampleHeaps(): Promise<void> {
+    const at = Date.now();
+    for (const [name, url] of this.metricsUrls) {
+      const mb = await heapAfterGcOf(url);
+      if (mb !== undefined) this.record(heapSeries(name), at, mb);
+    }
   }
 
   private async sample(): Promise<void> {
     const at = Date.now();
     for (const [name, pid] of this.pids) {
       const mb = await rssOf(pid);
-      if (mb === undefined) continue;
-      const list = this.samples.get(name) ?? [];
-      list.push({ at, mb });
-      this.samples.set(name, list);
+      if (mb !== undefined) this.record(name, at, mb);
     }
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.timers.forEach(clearInterval);
   }
 
   /** Every sample as CSV (seconds since the first sample, process, MB), for a plot of the whole run. */
@@ -71,6 +101,8 @@ export interface Flatness {
   spreadPercent: number;
   /** Least-squares trend in MB per minute: a leak shows as a steady rise, GC as a saw-tooth around a flat line. */
   slopeMbPerMinute: number;
+  /** That trend over the samples' time span: how much the fitted line rises (or falls) across the window. */
+  trendMb: number;
   /** Lowest sample of the first and of the last third: the post-GC floor, which a leak lifts. */
   floorFirst: number;
   floorLast: number;
@@ -93,6 +125,10 @@ export function flatness(samples: Array<{ at: number; mb: number }>): Flatness |
     max: must(sorted.at(-1), 'a largest sample'),
     spreadPercent: spread,
     slopeMbPerMinute: variance === 0 ? 0 : (covariance / variance) * 60_000,
+    trendMb:
+      variance === 0
+        ? 0
+        : (covariance / variance) * (must(samples.at(-1), 'a sample').at - must(samples[0], 'a sample').at),
     floorFirst: Math.min(...values.slice(0, Math.max(1, Math.floor(values.length / 3)))),
     floorLast: Math.min(...values.slice(Math.min(values.length - 1, Math.ceil((values.length * 2) / 3)))),
   };

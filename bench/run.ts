@@ -102,7 +102,7 @@ async function main(): Promise<void> {
   const stack = await startStack(options, children);
   console.log(describe(stack, options));
   const sampler = new RssSampler().start();
-  sampler.watch('web', stack.web.child.pid);
+  sampler.watch('web', stack.web.child.pid, stack.web.url);
 
   const seedStart = Date.now();
   const seeded = await seed(stack, options.items);
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
     // process during the request scenarios (in production it runs on its own machine).
     await dropEventBacklog(stack);
     const worker = await stack.startWorker();
-    sampler.watch('worker', worker.pid);
+    sampler.watch('worker', worker.pid, stack.workerMetrics?.url);
     const receiver = await BenchReceiver.start();
     children.defer(() => receiver.close());
     // The soak goes first: it judges the steady state at a steady load. After the 20,000-event

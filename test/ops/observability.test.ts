@@ -3,6 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
@@ -10,6 +12,7 @@ import { loggerOptions } from '../../src/shared/logger.js';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
 import { createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+import { waitFor } from '../helpers/wait.js';
 
 let t: TestApp;
 let tenant: Tenant;
@@ -143,6 +146,21 @@ describe('metrics', () => {
     expect(text).toMatch(/outbox_pending_documents\{collection="items"\} [1-9]/); // seeded item, no publisher here
     expect(text).toContain('webhook_deliveries_total');
     expect(text).toContain('overdue_scan_duration_seconds');
+  });
+
+  it('reports the heap left after the latest full garbage collection (what a leak raises)', async () => {
+    // A full collection on demand: gc is exposed to a fresh context once the flag is set.
+    setFlagsFromString('--expose-gc');
+    const collect = runInNewContext('gc') as () => void;
+    collect();
+    const reported = async () => {
+      const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+      return Number(/^nodejs_heap_used_after_full_gc_bytes (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    await waitFor(async () => (await reported()) > 0); // the observer runs just after the collection
+    const heap = await reported();
+    expect(heap).toBeGreaterThan(1024 * 1024);
+    expect(heap).toBeLessThan(process.memoryUsage().heapTotal * 2);
   });
 });
 
