@@ -1,5 +1,6 @@
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context } from '@opentelemetry/api';
 import { tracingStarted } from './state.js';
+import { inUnsampledTrace } from './unsampled.js';
 
 /**
  * How one trace follows an event from the request that recorded it to its webhooks, across processes:
@@ -42,6 +43,8 @@ export async function inPublishSpan<T>(events: EventTraceContext[], fn: () => Pr
   const contexts = events.map(storedContext).filter((stored): stored is Context => stored !== undefined);
   const first = contexts[0];
   if (!first) return fn();
+  // Only unsampled traces: no span to make (nor under it), but the move stays within one of them.
+  if (contexts.every(inUnsampledTrace)) return context.with(first, fn);
   const traceIds = new Set(contexts.map((stored) => trace.getSpanContext(stored)!.traceId));
   const parent = traceIds.size === 1 ? first : ROOT_CONTEXT;
   const links =
@@ -73,6 +76,13 @@ export async function inPublishSpan<T>(events: EventTraceContext[], fn: () => Pr
  */
 export function jobTraceMetadata(event: EventTraceContext): string | undefined {
   if (!tracingStarted()) return undefined;
+  // An unsampled trace (flags 00, as our propagator wrote it) goes on as stored: no span of ours is in it.
+  if (event.traceparent?.endsWith('-00')) {
+    return JSON.stringify({
+      traceparent: event.traceparent,
+      ...(event.tracestate ? { tracestate: event.tracestate } : {}),
+    });
+  }
   const stored = storedContext(event);
   if (!stored) return undefined;
   const active = trace.getSpanContext(context.active());

@@ -1,13 +1,25 @@
 import { register } from 'node:module';
 import { FastifyOtelInstrumentation } from '@fastify/otel';
-import { context, SpanKind, trace, type Attributes, type Context, type Link } from '@opentelemetry/api';
+import {
+  context,
+  SpanKind,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type TextMapPropagator,
+} from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
-import { NodeSDK, tracing } from '@opentelemetry/sdk-node';
+import { core, NodeSDK, tracing } from '@opentelemetry/sdk-node';
+// OTEL_PROPAGATORS as the SDK reads it (not exported from the package's index).
+import { getPropagatorFromEnv } from '@opentelemetry/sdk-node/build/src/utils.js';
 import { BullMQOtel } from 'bullmq-otel';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
 import { markTracingStarted } from './state.js';
+import { skippingUnsampled, UnsampledTracePropagator, unsampledTrace, withoutUnsampledSpan } from './unsampled.js';
 
 /** service.name unless OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) says otherwise. */
 export function serviceNameFor(entryScript: string): string {
@@ -16,13 +28,16 @@ export function serviceNameFor(entryScript: string): string {
 
 /**
  * BullMQ traces its own housekeeping (each blocking fetch of the next job, stalled-job checks) as new
- * traces, several a second per worker; they carry no request, so they are never recorded. Spans under
- * a job, and everything else, follow the configured sampler.
+ * traces, several a second per worker; they carry no request, so they are never recorded.
  */
 const BULLMQ_HOUSEKEEPING =
   /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|delay|pause|resume|close)\b/;
 
-class WithoutQueueHousekeeping implements tracing.Sampler {
+/**
+ * The configured sampler, but never BullMQ's housekeeping, and never a span started under an unsampled
+ * trace (its context holds no span, see unsampled.ts, so the span would otherwise start a trace of its own).
+ */
+class ServiceSampler implements tracing.Sampler {
   constructor(private readonly sampler: tracing.Sampler) {}
 
   shouldSample(
@@ -33,6 +48,7 @@ class WithoutQueueHousekeeping implements tracing.Sampler {
     attributes: Attributes,
     links: Link[],
   ): tracing.SamplingResult {
+    if (unsampledTrace(parent)) return { decision: tracing.SamplingDecision.NOT_RECORD };
     if (kind === SpanKind.INTERNAL && BULLMQ_HOUSEKEEPING.test(name) && !trace.getSpanContext(parent)) {
       return { decision: tracing.SamplingDecision.NOT_RECORD };
     }
@@ -40,7 +56,7 @@ class WithoutQueueHousekeeping implements tracing.Sampler {
   }
 
   toString(): string {
-    return `WithoutQueueHousekeeping{${this.sampler.toString()}}`;
+    return `ServiceSampler{${this.sampler.toString()}}`;
   }
 }
 
@@ -84,6 +100,33 @@ export function mongoStatement(command: Record<string, unknown>): string {
   });
 }
 
+/** The SDK's context manager (AsyncLocalStorage), but what it makes active never holds an unsampled span. */
+export class UnsampledContextManager extends AsyncLocalStorageContextManager {
+  override with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    context: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
+    return super.with(withoutUnsampledSpan(context), fn, thisArg, ...args);
+  }
+
+  override attach(context: Context): ReturnType<AsyncLocalStorageContextManager['attach']> {
+    return super.attach(withoutUnsampledSpan(context));
+  }
+}
+
+/** OTEL_PROPAGATORS (default W3C trace context and baggage), also injecting unsampled traces' context. */
+function unsampledAware(fromEnv: TextMapPropagator | null | undefined): TextMapPropagator | null {
+  if (fromEnv === null) return null; // OTEL_PROPAGATORS=none
+  return new UnsampledTracePropagator(
+    fromEnv ??
+      new core.CompositePropagator({
+        propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()],
+      }),
+  );
+}
+
 export interface TracingOptions {
   /** Used when neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names the service. */
   serviceName: string;
@@ -112,16 +155,19 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
     Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(^|,)\s*service\.name=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
   const sdk = new NodeSDK({
     ...(named ? {} : { serviceName: options.serviceName }),
-    sampler: new WithoutQueueHousekeeping(samplerFromEnv(env)),
+    sampler: new ServiceSampler(samplerFromEnv(env)),
+    contextManager: new UnsampledContextManager(),
+    textMapPropagator: unsampledAware(getPropagatorFromEnv()),
     // OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION are read by the exporter.
     ...(options.spanProcessors
       ? { spanProcessors: options.spanProcessors }
       : { traceExporter: new OTLPTraceExporter() }),
     instrumentations: [
-      // Request span per route (named "METHOD /route" below); no span per lifecycle hook (cost, noise).
+      // One span per request (named "METHOD /route" below); none per lifecycle hook or for the handler (cost, noise).
       new FastifyOtelInstrumentation({
         registerOnInitialization: true,
         instrumentHooks: false,
+        instrumentHandler: false,
         ignorePaths: (route) => ['/healthz', '/readyz', '/metrics'].includes(route.url ?? ''),
         requestHook: (span, request) => {
           const route = request.routeOptions.url;
@@ -139,7 +185,7 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
   sdk.start();
   await acknowledged;
   markTracingStarted({
-    queueTelemetry: new BullMQOtel('pipeline-records'),
+    queueTelemetry: skippingUnsampled(new BullMQOtel('pipeline-records')),
     shutdown: () => sdk.shutdown(),
   });
 }

@@ -150,6 +150,41 @@ describe('one trace from the request to the webhook delivery', () => {
     const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
     expect(stored?.event.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
   });
+
+  it('records nothing of an unsampled trace, and hands the decision on to the worker', async () => {
+    const tenant = await createTenant(t.app);
+    const hook = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' });
+    expect(hook.statusCode, hook.body).toBe(201);
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const before = exporter.getFinishedSpans().length;
+    const created = await ext(
+      t.app,
+      tenant.key,
+      'POST',
+      '/tasks',
+      { title: 'Unsampled', due_at: '2026-11-22T09:30:00Z' },
+      { traceparent: `00-${traceId}-b7ad6b7169203331-00` },
+    );
+    expect(created.statusCode, created.body).toBe(201);
+    const taskId = JSON.parse(created.body).task_id as string;
+
+    // Delivered, so the relay, the fan-out job and the POST have all run by now.
+    const delivered = await waitFor(
+      () => inbox.requests.find((request) => JSON.parse(request.body).data?.task_id === taskId),
+      20_000,
+    );
+    expect(delivered).toBeDefined();
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the jobs' last spans end after the POST
+    // Nothing at all: no span of that trace, and none that started a trace of its own on the way.
+    const recorded = exporter
+      .getFinishedSpans()
+      .slice(before)
+      .filter((span) => span.spanContext().traceId !== '4bf92f3577b34da6a3ce929d0e0e4736');
+    expect(recorded.map((span) => `${span.name} ${span.spanContext().traceId}`)).toEqual([]);
+    // The event keeps the caller's trace, not sampled, so whoever moves it on does not record it either.
+    const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
+    expect(stored?.event.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+  });
 });
 
 describe('tracing configuration', () => {
