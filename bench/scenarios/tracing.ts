@@ -58,13 +58,16 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
       judged: true,
     },
   ];
-  // The "off" side is a process started the same way at the same moment (same preload, settings and
-  // warm-up), not the usual web process, which has served every scenario before and whose JIT and heap
-  // are in another state: only OTEL_EXPORTER_OTLP_ENDPOINT differs.
-  const untraced = await stack.startExtraWeb('web-untraced', {});
   for (const variant of variants) {
     const exportsBefore = { ...sink.received };
-    const traced = await stack.startExtraWeb(variant.name, { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, ...variant.env });
+    // The "off" side is a process started the same way at the same moment (same preload, settings and
+    // warm-up), fresh for each variant like its "on" side: not the usual web process, nor one that has
+    // served an earlier variant, whose JIT and heap would be in another state (warmer: a traced process
+    // has more code to compile). Only OTEL_EXPORTER_OTLP_ENDPOINT differs.
+    const [untraced, traced] = await Promise.all([
+      stack.startExtraWeb('web-untraced', {}),
+      stack.startExtraWeb(variant.name, { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, ...variant.env }),
+    ]);
     try {
       const { ours: on, baseline: off } = await compare(
         `create task, tracing ${variant.label} vs off`,
@@ -102,9 +105,8 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
           `${int((sink.received.bytes - exportsBefore.bytes) / 1024)} KiB. CPU (% of one core): ${on.cpu}.`,
       });
     } finally {
-      await stack.children.stop(traced.child);
+      await Promise.all([stack.children.stop(traced.child), stack.children.stop(untraced.child)]);
     }
   }
-  await stack.children.stop(untraced.child);
   return rows;
 }
