@@ -157,13 +157,26 @@ export class EventsRepository {
       .toArray();
   }
 
-  /** One write for everything consumers finished together (one round trip). */
+  /**
+   * One write for everything consumers finished together (one round trip), one statement per
+   * consumer rather than per event: less for the driver to build and for MongoDB to run.
+   */
   async recordFinished(finished: ConsumerFinished[]): Promise<void> {
     if (finished.length === 0) return;
+    const byConsumer = new Map<EventConsumer, EventRef[]>();
+    for (const { event, consumer } of finished) {
+      const events = byConsumer.get(consumer);
+      if (events) events.push(event);
+      else byConsumer.set(consumer, [event]);
+    }
     await this.events.bulkWrite(
-      finished.map(({ event, consumer }) => ({
-        updateOne: {
-          filter: { company_id: event.company_id, _id: event.event_id },
+      [...byConsumer].map(([consumer, events]) => ({
+        updateMany: {
+          // Scoped by the companies too (event ids are unique anyway; the shard key stays in the filter).
+          filter: {
+            company_id: { $in: [...new Set(events.map((event) => event.company_id))] },
+            _id: { $in: events.map((event) => event.event_id) },
+          },
           update: { $pull: { pending: consumer } },
         },
       })),
