@@ -16,14 +16,25 @@ export async function rssOf(pid: number): Promise<number | undefined> {
   }
 }
 
-/** `nodejs_heap_used_after_full_gc_bytes` of a process's /metrics, in MB; undefined when unreadable or not yet set. */
-export async function heapAfterGcOf(metricsUrl: string): Promise<number | undefined> {
+/**
+ * Memory gauges of a process's /metrics, in MB (those set): the heap left after the latest full GC
+ * (judged), and for reading rss.csv the heap V8 holds and the memory outside it (Buffers).
+ */
+const MEMORY_GAUGES = {
+  'heap after GC': 'nodejs_heap_used_after_full_gc_bytes',
+  'heap total': 'nodejs_heap_size_total_bytes',
+  external: 'nodejs_external_memory_bytes',
+} as const;
+
+export async function memoryGaugesOf(metricsUrl: string): Promise<Array<[string, number]>> {
   try {
     const text = await (await fetch(`${metricsUrl}/metrics`)).text();
-    const bytes = Number(/^nodejs_heap_used_after_full_gc_bytes (\d+(?:\.\d+)?)$/m.exec(text)?.[1]);
-    return bytes > 0 ? bytes / 1024 / 1024 : undefined;
+    return Object.entries(MEMORY_GAUGES).flatMap(([series, gauge]): Array<[string, number]> => {
+      const bytes = Number(new RegExp(`^${gauge} (\\d+(?:\\.\\d+)?)$`, 'm').exec(text)?.[1]);
+      return bytes > 0 ? [[series, bytes / 1024 / 1024]] : [];
+    });
   } catch {
-    return undefined;
+    return [];
   }
 }
 
@@ -59,8 +70,7 @@ export class RssSampler {
   private async sampleHeaps(): Promise<void> {
     const at = Date.now();
     for (const [name, url] of this.metricsUrls) {
-      const mb = await heapAfterGcOf(url);
-      if (mb !== undefined) this.record(heapSeries(name), at, mb);
+      for (const [series, mb] of await memoryGaugesOf(url)) this.record(`${name} ${series}`, at, mb);
     }
   }
 
