@@ -22,6 +22,7 @@ export async function rssOf(pid: number): Promise<number | undefined> {
  */
 const MEMORY_GAUGES = {
   'heap after GC': 'nodejs_heap_used_after_full_gc_bytes',
+  'RSS after GC': 'process_resident_memory_after_full_gc_bytes',
   'heap total': 'nodejs_heap_size_total_bytes',
   external: 'nodejs_external_memory_bytes',
 } as const;
@@ -38,8 +39,9 @@ export async function memoryGaugesOf(metricsUrl: string): Promise<Array<[string,
   }
 }
 
-/** The series of a process's post-GC heap among the sampler's series. */
+/** The series of a process's post-GC heap and post-GC RSS among the sampler's series. */
 export const heapSeries = (name: string) => `${name} heap after GC`;
+export const rssAfterGcSeries = (name: string) => `${name} RSS after GC`;
 
 /**
  * Samples the RSS of named processes once a second until stopped, and every 5 s the heap their

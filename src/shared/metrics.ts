@@ -20,11 +20,19 @@ const heapAfterFullGc = new Gauge({
   help: 'V8 heap in use right after the latest full garbage collection',
   registers: [metricsRegistry],
 });
+/** The resident set at the same moment: RSS without the saw-tooth of garbage awaiting collection. */
+const rssAfterFullGc = new Gauge({
+  name: 'process_resident_memory_after_full_gc_bytes',
+  help: 'Resident memory right after the latest full garbage collection',
+  registers: [metricsRegistry],
+});
 new PerformanceObserver((list) => {
   const full = list
     .getEntries()
     .some((entry) => (entry as { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR);
-  if (full) heapAfterFullGc.set(getHeapStatistics().used_heap_size);
+  if (!full) return;
+  heapAfterFullGc.set(getHeapStatistics().used_heap_size);
+  rssAfterFullGc.set(process.memoryUsage.rss());
 }).observe({ entryTypes: ['gc'] });
 
 export const httpRequestDuration = new Histogram({

@@ -148,7 +148,7 @@ describe('metrics', () => {
     expect(text).toContain('overdue_scan_duration_seconds');
   });
 
-  it('reports the heap left after the latest full garbage collection (what a leak raises)', async () => {
+  it('reports the heap and the RSS left after the latest full garbage collection (what a leak raises)', async () => {
     // A full collection on demand: gc is exposed to a fresh context once the flag is set.
     setFlagsFromString('--expose-gc');
     const collect = runInNewContext('gc') as () => void;
@@ -161,6 +161,10 @@ describe('metrics', () => {
     const heap = await reported();
     expect(heap).toBeGreaterThan(1024 * 1024);
     expect(heap).toBeLessThan(process.memoryUsage().heapTotal * 2);
+    const text = (await t.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const rss = Number(/^process_resident_memory_after_full_gc_bytes (\d+)$/m.exec(text)?.[1] ?? 0);
+    expect(rss).toBeGreaterThan(heap);
+    expect(rss).toBeLessThan(process.memoryUsage.rss() * 2);
   });
 });
 
