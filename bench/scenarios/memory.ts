@@ -39,10 +39,9 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
   const { stack, seeded, options } = context;
   console.log(`Memory soak: ${options.soakSeconds} s at ${SOAK_RATE} req/s after a settling run`);
   // The soak reads a pipeline of SOAK_ITEMS items of its own, not the 10,000 of the CRUD company: the
-  // stand-in answers a list by sorting every item of the pipeline (MongoDB walks an index), and that
-  // slowness kept each list's documents alive across young-generation collections, so they piled up
-  // in the old generation as garbage: an RSS swing of 130 MB every 110 s (rss.csv: heap total
-  // 130 ↔ 256 MB) that a real MongoDB's millisecond answers would not cause.
+  // stand-in answers a list by sorting every item of the pipeline (MongoDB walks an index), and the
+  // soak is about our processes' memory, not the stand-in's sort. (It was a suspect for the web's RSS
+  // saw-tooth, whose list documents a heap-sampling profile showed promoted; the saw-tooth stayed.)
   const tenant = seeded.hooks;
   const headers = { 'x-api-key': tenant.key, ...json };
   const itemIds = await createItems(stack.web.url, tenant, headers);
