@@ -9,6 +9,7 @@ export const SCENARIO_GROUPS = [
   'trips',
   'conventional',
   'tracing',
+  'durable',
   'webhooks',
   'memory',
   'overdue',

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,conventional,tracing,webhooks,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,webhooks,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -16,6 +16,7 @@ import { RssSampler } from './rss.js';
 import { runBatchScenario } from './scenarios/batch.js';
 import { runConventionalScenarios } from './scenarios/conventional.js';
 import { runCrudScenarios } from './scenarios/crud.js';
+import { runDurableEventsScenario } from './scenarios/durable-events.js';
 import { runMemorySoak } from './scenarios/memory.js';
 import { runMongoTripScenarios } from './scenarios/mongo-trips.js';
 import { runOverdueBench } from './scenarios/overdue.js';
@@ -73,6 +74,8 @@ function printProfiles(outDir: string): void {
     'web-untraced',
     'web-traced',
     'web-sampled',
+    'web-durable',
+    'web-unrecorded',
     'worker',
     'mongo',
   ]) {
@@ -121,6 +124,7 @@ async function main(): Promise<void> {
   if (groups.has('trips')) rows.push(...(await runMongoTripScenarios(context)));
   if (groups.has('conventional')) rows.push(...(await runConventionalScenarios(context)));
   if (groups.has('tracing')) rows.push(...(await runTracingScenario(context)));
+  if (groups.has('durable')) rows.push(...(await runDurableEventsScenario(context)));
   console.log(`request scenarios done ${elapsed()}`);
   if (groups.has('webhooks') || groups.has('memory')) {
     // The worker starts only now: on this 2-core machine it would otherwise compete with the web

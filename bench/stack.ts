@@ -37,7 +37,7 @@ export interface Stack {
    * Another web process (same settings as `web`, plus `env`), for scenarios that need one configured
    * differently; it is stopped with the others. Resolves once it answers /healthz.
    */
-  startExtraWeb(name: string, env: Record<string, string>): Promise<Service>;
+  startExtraWeb(name: string, env: Record<string, string>, options?: { imports?: string[] }): Promise<Service>;
   /** A further bench server (`bench/<script>.ts`, the baseline's environment plus PORT); resolves once `readyPath` answers. */
   startBenchServer(name: string, script: string, readyPath: string): Promise<Service>;
   /** Stops web, worker and baseline (gracefully, so CPU profiles are written); backends stay up. */
@@ -110,7 +110,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
     HOOK_CONCURRENCY: String(HOOK_CONCURRENCY),
   };
 
-  const spawnWeb = async (name: string, env: Record<string, string> = {}): Promise<Service> => {
+  const spawnWeb = async (name: string, env: Record<string, string> = {}, imports: string[] = []): Promise<Service> => {
     const port = await freePort();
     const child = children.spawnNode(
       name,
@@ -123,7 +123,14 @@ export async function startStack(options: BenchOptions, children: Children): Pro
         RATE_LIMIT_MAX: '1000000000',
         ...env,
       },
-      { stdout: log(name), nodeArgs: [...profileArgs(options, name), ...preload()] },
+      {
+        stdout: log(name),
+        nodeArgs: [
+          ...profileArgs(options, name),
+          ...preload(),
+          ...imports.flatMap((file) => ['--import', compiled(file)]),
+        ],
+      },
     );
     return { url: `http://127.0.0.1:${port}`, child };
   };
@@ -196,8 +203,8 @@ export async function startStack(options: BenchOptions, children: Children): Pro
       cpuMeter.watch('worker', worker.pid);
       return worker;
     },
-    async startExtraWeb(name, env) {
-      const service = await spawnWeb(name, env);
+    async startExtraWeb(name, env, extra = {}) {
+      const service = await spawnWeb(name, env, extra.imports);
       extras.push(service.child);
       await waitForHttp(`${service.url}/healthz`, service.child, 60_000);
       cpuMeter.watch(name, service.child.pid);

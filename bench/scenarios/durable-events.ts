@@ -1,0 +1,63 @@
+import { compare } from '../load.js';
+import { int, ms, type Row } from '../report.js';
+import { compareSettings, json, type BenchContext } from './context.js';
+
+/** The durable-events work may cost this much CPU per request. */
+const DURABLE_CPU_TARGET = 1.1;
+
+/**
+ * What making events durable costs the request path (DECISIONS.md 12.1: MongoDB keeps every event):
+ * create task on a web process as it runs, against one started alongside whose outbox moves publish
+ * and clear but record nothing in `events` (bench/skip-event-record.ts, a preload of this scenario
+ * only). Both carry the event in the task's insert and publish it; the difference is the `events`
+ * insert of each move, shared by the writes of its 25 ms under load. Target: at most 10% more CPU
+ * per request.
+ */
+export async function runDurableEventsScenario(context: BenchContext): Promise<Row[]> {
+  const { stack, seeded, options } = context;
+  console.log('Durable events: create task with and without the `events` record');
+  const body = JSON.stringify({ title: 'Call back about the renewal', due_at: '2031-01-15T09:30:00Z' });
+  const target = (url: string, server: string) => ({
+    url,
+    method: 'POST' as const,
+    headers: { 'x-api-key': seeded.crud.key, ...json },
+    body,
+    requests: [{ method: 'POST' as const, path: '/v1/ext/tasks', body }],
+    server,
+  });
+  const [durable, transient] = await Promise.all([
+    stack.startExtraWeb('web-durable', {}),
+    stack.startExtraWeb('web-unrecorded', {}, { imports: ['bench/skip-event-record.ts'] }),
+  ]);
+  try {
+    const { ours, baseline } = await compare(
+      'create task, events recorded vs not',
+      () => target(durable.url, 'web-durable'),
+      () => target(transient.url, 'web-unrecorded'),
+      compareSettings(options),
+    );
+    const ratio =
+      ours.serverCpuMs !== undefined && baseline.serverCpuMs !== undefined
+        ? ours.serverCpuMs / baseline.serverCpuMs
+        : undefined;
+    const cpu = (value: number | undefined) => (value === undefined ? 'n/a' : `${value.toFixed(3)} ms`);
+    return [
+      {
+        scenario: 'create task, durable events (recorded in `events`) vs the same without that record',
+        value: int(ours.rps),
+        p50: ms(ours.p50),
+        p99: ms(ours.p99),
+        baseline: `${int(baseline.rps)} (not recorded)`,
+        ratio: ours.rps / baseline.rps,
+        target: `CPU per request ≤ ${DURABLE_CPU_TARGET}× without`,
+        pass: ratio !== undefined && ratio <= DURABLE_CPU_TARGET && ours.failures + baseline.failures === 0,
+        note:
+          `CPU of the web process per request: ${cpu(ours.serverCpuMs)} with the record vs ${cpu(baseline.serverCpuMs)} without` +
+          `${ratio === undefined ? '' : ` (${ratio.toFixed(2)}×)`}; both processes started together, same settings. ` +
+          `CPU (% of one core) during ours: ${ours.cpu}.`,
+      },
+    ];
+  } finally {
+    await Promise.all([stack.children.stop(durable.child), stack.children.stop(transient.child)]);
+  }
+}
