@@ -109,23 +109,17 @@ export interface Flatness {
   last: number;
   min: number;
   max: number;
-  /** Largest deviation of any sample from the window's median, in percent. */
-  spreadPercent: number;
-  /** Least-squares trend in MB per minute: a leak shows as a steady rise, GC as a saw-tooth around a flat line. */
-  slopeMbPerMinute: number;
-  /** That trend over the samples' time span: how much the fitted line rises (or falls) across the window. */
+  /**
+   * The least-squares trend over the samples' time span: how much the fitted line rises (or falls)
+   * across the window. A leak shows as a steady rise, GC as a saw-tooth around a flat line.
+   */
   trendMb: number;
-  /** Lowest sample of the first and of the last third: the post-GC floor, which a leak lifts. */
-  floorFirst: number;
-  floorLast: number;
 }
 
 export function flatness(samples: Array<{ at: number; mb: number }>): Flatness | undefined {
   if (samples.length === 0) return undefined;
   const values = samples.map((sample) => sample.mb);
   const sorted = [...values].sort((a, b) => a - b);
-  const median = must(sorted[Math.floor(sorted.length / 2)], 'a sample (checked above)');
-  const spread = Math.max(...values.map((mb) => Math.abs(mb - median) / median)) * 100;
   const meanAt = samples.reduce((sum, sample) => sum + sample.at, 0) / samples.length;
   const meanMb = values.reduce((sum, mb) => sum + mb, 0) / samples.length;
   const covariance = samples.reduce((sum, sample) => sum + (sample.at - meanAt) * (sample.mb - meanMb), 0);
@@ -135,13 +129,9 @@ export function flatness(samples: Array<{ at: number; mb: number }>): Flatness |
     last: must(values.at(-1), 'a last sample'),
     min: must(sorted[0], 'a smallest sample'),
     max: must(sorted.at(-1), 'a largest sample'),
-    spreadPercent: spread,
-    slopeMbPerMinute: variance === 0 ? 0 : (covariance / variance) * 60_000,
     trendMb:
       variance === 0
         ? 0
         : (covariance / variance) * (must(samples.at(-1), 'a sample').at - must(samples[0], 'a sample').at),
-    floorFirst: Math.min(...values.slice(0, Math.max(1, Math.floor(values.length / 3)))),
-    floorLast: Math.min(...values.slice(Math.min(values.length - 1, Math.ceil((values.length * 2) / 3)))),
   };
 }

@@ -1,6 +1,5 @@
 import { httpRequestDuration } from '../shared/metrics.js';
 import type { FastifyInstance } from 'fastify';
-import type { Histogram } from 'prom-client';
 
 /**
  * One JSON log line per request (request id, company and key ids, never the key), and the request
@@ -11,20 +10,14 @@ export function registerRequestObservation(app: FastifyInstance): void {
   // (REDACTED_PATHS' wildcards make pino walk every field of every object logged); everything else
   // logged keeps it. reqId is the binding the request's own logger would add.
   const lines = app.log.child({}, { redact: [] });
-  // One histogram child per method, route and status, found by a string key: observe(labels, value)
-  // would validate and hash the label object on every request.
-  const durations = new Map<string, Histogram.Internal<'method' | 'route' | 'status_code'>>();
-  const durationOf = (method: string, route: string, status: number) => {
-    const key = `${method} ${status} ${route}`;
-    let child = durations.get(key);
-    if (!child) durations.set(key, (child = httpRequestDuration.labels(method, route, String(status))));
-    return child;
-  };
   // A callback hook, not an async one: no promise per request.
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const durationMs = reply.elapsedTime;
-    durationOf(request.method, route, reply.statusCode).observe(durationMs / 1000);
+    httpRequestDuration.observe(
+      { method: request.method, route, status_code: String(reply.statusCode) },
+      durationMs / 1000,
+    );
     lines.info(
       {
         reqId: request.id,
