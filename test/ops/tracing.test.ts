@@ -51,24 +51,35 @@ function ancestry(span: Span, spans: Span[]): Span[] {
   }
 }
 
+/** A new company whose hook gets task.created. */
+async function subscribedCompany() {
+  const tenant = await createTenant(t.app);
+  const hook = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' });
+  expect(hook.statusCode, hook.body).toBe(201);
+  return tenant;
+}
+
+/** A task created in the company under the caller's `traceparent`. */
+async function createTaskUnder(tenant: { key: string }, traceparent: string, title: string) {
+  const created = await ext(
+    t.app,
+    tenant.key,
+    'POST',
+    '/tasks',
+    { title, due_at: '2026-11-22T09:30:00Z' },
+    { traceparent },
+  );
+  expect(created.statusCode, created.body).toBe(201);
+  return created;
+}
+
 describe('one trace from the request to the webhook delivery', () => {
   it('follows a task creation through the outbox, the relay, the queue and the worker to the POST', async () => {
-    const tenant = await createTenant(t.app);
-    const hook = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' });
-    expect(hook.statusCode, hook.body).toBe(201);
-
+    const tenant = await subscribedCompany();
     // The caller's own trace: everything below must continue it.
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     const callerSpanId = '00f067aa0ba902b7';
-    const created = await ext(
-      t.app,
-      tenant.key,
-      'POST',
-      '/tasks',
-      { title: 'Call back', due_at: '2026-11-22T09:30:00Z' },
-      { traceparent: `00-${traceId}-${callerSpanId}-01` },
-    );
-    expect(created.statusCode, created.body).toBe(201);
+    await createTaskUnder(tenant, `00-${traceId}-${callerSpanId}-01`, 'Call back');
 
     // The whole chain has ended: the delivery POST and the fan-out job around it.
     const inTrace = () => exporter.getFinishedSpans().filter((span) => span.spanContext().traceId === traceId);
@@ -152,20 +163,10 @@ describe('one trace from the request to the webhook delivery', () => {
   });
 
   it('records nothing of an unsampled trace, and hands the decision on to the worker', async () => {
-    const tenant = await createTenant(t.app);
-    const hook = await ext(t.app, tenant.key, 'POST', '/hooks', { target_url: inbox.url(), event: 'task.created' });
-    expect(hook.statusCode, hook.body).toBe(201);
+    const tenant = await subscribedCompany();
     const traceId = '0af7651916cd43dd8448eb211c80319c';
     const before = exporter.getFinishedSpans().length;
-    const created = await ext(
-      t.app,
-      tenant.key,
-      'POST',
-      '/tasks',
-      { title: 'Unsampled', due_at: '2026-11-22T09:30:00Z' },
-      { traceparent: `00-${traceId}-b7ad6b7169203331-00` },
-    );
-    expect(created.statusCode, created.body).toBe(201);
+    const created = await createTaskUnder(tenant, `00-${traceId}-b7ad6b7169203331-00`, 'Unsampled');
     const taskId = JSON.parse(created.body).task_id as string;
 
     // Delivered, so the relay, the fan-out job and the POST have all run by now.
