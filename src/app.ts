@@ -29,7 +29,7 @@ import { ValidationError } from './shared/errors.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
 import { closeQueues, createQueues } from './shared/queues.js';
-import { autoPipelined, isRedisReady, keyNamespace, type RedisClient } from './shared/redis.js';
+import { keyNamespace, type RedisClient } from './shared/redis.js';
 import type { Config } from './config.js';
 import type { Resolver } from './hooks/target-guard.js';
 import type { Repositories } from './repositories.js';
@@ -52,13 +52,11 @@ export interface AppDeps {
 function createWebServices(deps: AppDeps, container: Container, logger: Logger) {
   const prefix = `${keyNamespace(deps.config.QUEUE_PREFIX)}:`;
   const { changes } = container.services;
-  const limiterRedis = autoPipelined(deps.redis);
   return {
-    limiterRedis,
     ...container.services,
     lastUsed: new LastUsedTracker(container.repos.apiKeys, logger),
     rateLimiter: new SlidingWindowLimiter(
-      limiterRedis,
+      deps.redis,
       {
         max: deps.config.RATE_LIMIT_MAX,
         windowSeconds: deps.config.RATE_LIMIT_WINDOW_SECONDS,
@@ -67,7 +65,7 @@ function createWebServices(deps: AppDeps, container: Container, logger: Logger) 
       logger,
     ),
     failedAuthThrottle: new FailedAuthThrottle(
-      new SlidingWindowLimiter(limiterRedis, { max: 20, windowSeconds: 60, keyPrefix: `${prefix}authfail:` }, logger),
+      new SlidingWindowLimiter(deps.redis, { max: 20, windowSeconds: 60, keyPrefix: `${prefix}authfail:` }, logger),
       changes.access,
     ),
   };
@@ -164,9 +162,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     resolver: deps.resolver,
   });
   const services = createWebServices(deps, container, logger);
-  // The limiter's own connection opens now: while it does, requests would fall back to the
-  // per-process window (meant for outages), so wait the moment it takes when Redis is up.
-  if (deps.redis.status === 'ready') await isRedisReady(services.limiterRedis, 2_000);
   app.decorate('repos', container.repos);
   app.decorate('services', services);
   // Graceful close: requests in flight when SIGTERM arrives finish, but their keep-alive connections
@@ -184,7 +179,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     await services.lastUsed.close();
     container.close();
     await closeQueues(queues);
-    services.limiterRedis.disconnect();
   });
 
   // Stage 3: routes, with the OpenAPI document collecting them as they register.

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Cluster } from 'ioredis';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
 
@@ -19,35 +20,52 @@ export interface SlidingWindowOptions {
 }
 
 /**
- * Exact sliding window over a sorted set of admission times, in one atomic round trip. The clock is
- * Redis's own (TIME), so web processes with skewed clocks still share one window. A rejected request
- * is not added, so it does not count against the window (DECISIONS.md section 4).
+ * Exact sliding window over a sorted set of admission times per key. The clock is Redis's own (TIME),
+ * so web processes with skewed clocks still share one window. A rejected request is not added, so it
+ * does not count against the window (DECISIONS.md section 4). One call decides a batch of checks
+ * (KEYS[i] with member ARGV[2 + i]) in order, atomically: the same key twice in a batch counts twice.
  */
 const SLIDING_WINDOW_LUA = `
-local key = KEYS[1]
 local window_ms = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
-local member = ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window_ms)
-local count = redis.call('ZCARD', key)
-local allowed = 0
-if count < limit then
-  redis.call('ZADD', key, now, member)
-  redis.call('PEXPIRE', key, window_ms)
-  count = count + 1
-  allowed = 1
+local decisions = {}
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window_ms)
+  local count = redis.call('ZCARD', key)
+  local allowed = 0
+  if count < limit then
+    redis.call('ZADD', key, now, ARGV[2 + i])
+    redis.call('PEXPIRE', key, window_ms)
+    count = count + 1
+    allowed = 1
+  end
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local reset_ms = 0
+  if oldest[2] then reset_ms = tonumber(oldest[2]) + window_ms - now end
+  decisions[#decisions + 1] = allowed
+  decisions[#decisions + 1] = limit - count
+  decisions[#decisions + 1] = reset_ms
 end
-local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-local reset_ms = 0
-if oldest[2] then reset_ms = tonumber(oldest[2]) + window_ms - now end
-return {allowed, limit - count, reset_ms}
+return decisions
 `;
 
 type SlidingWindowRedis = RedisClient & {
-  slidingWindow(key: string, windowMs: number, limit: number, member: string): Promise<[number, number, number]>;
+  /** `slidingWindow(numberOfKeys, ...keys, windowMs, limit, ...members)`: three numbers per key. */
+  slidingWindow(...args: Array<string | number>): Promise<number[]>;
 };
+
+/** Checks per script call at most: one call holds Redis for its whole batch. */
+const MAX_BATCH = 100;
+
+interface PendingCheck {
+  key: string;
+  /** The key with this limiter's prefix, as Redis stores it. */
+  redisKey: string;
+  member: string;
+  resolve(decision: RateLimitDecision): void;
+}
 
 function toSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
@@ -87,6 +105,11 @@ export class MemorySlidingWindow {
   }
 }
 
+/**
+ * The shared window in Redis. The checks of one event-loop turn go out together, one script call per
+ * batch (per key on a cluster), instead of a command each: under load concurrent requests share
+ * a call, a write and a reply, and Redis runs the script once for all of them.
+ */
 export class SlidingWindowLimiter {
   private readonly redis: SlidingWindowRedis;
   private readonly memory: MemorySlidingWindow;
@@ -94,6 +117,7 @@ export class SlidingWindowLimiter {
   /** Set members must be unique across processes: this process's random tag and a counter. */
   private readonly memberTag = `${randomUUID()}:`;
   private admitted = 0;
+  private pending: PendingCheck[] = [];
 
   constructor(
     redis: RedisClient,
@@ -101,7 +125,7 @@ export class SlidingWindowLimiter {
     private readonly logger?: Logger,
   ) {
     if (!('slidingWindow' in redis)) {
-      redis.defineCommand('slidingWindow', { numberOfKeys: 1, lua: SLIDING_WINDOW_LUA });
+      redis.defineCommand('slidingWindow', { lua: SLIDING_WINDOW_LUA });
     }
     this.redis = redis as SlidingWindowRedis;
     this.memory = new MemorySlidingWindow(options);
@@ -115,30 +139,53 @@ export class SlidingWindowLimiter {
     return `${this.options.max};w=${this.options.windowSeconds}`;
   }
 
-  async consume(key: string): Promise<RateLimitDecision> {
-    if (this.redis.status === 'ready') {
-      try {
-        const [allowed, remaining, resetMs] = await this.redis.slidingWindow(
-          this.options.keyPrefix + key,
-          this.options.windowSeconds * 1000,
-          this.options.max,
-          this.memberTag + String(this.admitted++),
-        );
-        this.setDegraded(false);
-        return {
-          allowed: allowed === 1,
-          limit: this.options.max,
-          remaining,
-          resetSeconds: toSeconds(resetMs),
-          backend: 'redis',
-        };
-      } catch (error) {
-        this.setDegraded(true, error);
-      }
-    } else {
+  consume(key: string): Promise<RateLimitDecision> {
+    if (this.redis.status !== 'ready') {
       this.setDegraded(true);
+      return Promise.resolve(this.memory.consume(key));
     }
-    return this.memory.consume(key);
+    return new Promise((resolve) => {
+      if (this.pending.length === 0) setImmediate(() => this.flush());
+      this.pending.push({
+        key,
+        redisKey: this.options.keyPrefix + key,
+        member: this.memberTag + String(this.admitted++),
+        resolve,
+      });
+    });
+  }
+
+  /** Sends the checks gathered since the last turn, in batches of keys Redis can run together. */
+  private flush(): void {
+    const checks = this.pending;
+    this.pending = [];
+    for (const batch of sameSlotBatches(this.redis, checks)) void this.decide(batch);
+  }
+
+  private async decide(batch: PendingCheck[]): Promise<void> {
+    const keys = batch.map((check) => check.redisKey);
+    try {
+      const decisions = await this.redis.slidingWindow(
+        keys.length,
+        ...keys,
+        this.options.windowSeconds * 1000,
+        this.options.max,
+        ...batch.map((check) => check.member),
+      );
+      this.setDegraded(false);
+      batch.forEach((check, i) =>
+        check.resolve({
+          allowed: decisions[3 * i] === 1,
+          limit: this.options.max,
+          remaining: decisions[3 * i + 1] ?? 0,
+          resetSeconds: toSeconds(decisions[3 * i + 2] ?? 0),
+          backend: 'redis',
+        }),
+      );
+    } catch (error) {
+      this.setDegraded(true, error);
+      for (const check of batch) check.resolve(this.memory.consume(check.key));
+    }
   }
 
   private setDegraded(degraded: boolean, error?: unknown): void {
@@ -156,4 +203,23 @@ export class SlidingWindowLimiter {
       );
     }
   }
+}
+
+/**
+ * Batches of at most MAX_BATCH checks. On a cluster a script's keys must share a slot, and these keys
+ * spread over the shards on purpose (shared/redis.ts keyNamespace): there a batch holds one key's checks.
+ */
+function sameSlotBatches(redis: RedisClient, checks: PendingCheck[]): PendingCheck[][] {
+  const batches: PendingCheck[][] = [];
+  const filling = new Map<string, PendingCheck[]>();
+  for (const check of checks) {
+    const group = redis instanceof Cluster ? check.redisKey : '';
+    let batch = filling.get(group);
+    if (!batch || batch.length === MAX_BATCH) {
+      filling.set(group, (batch = []));
+      batches.push(batch);
+    }
+    batch.push(check);
+  }
+  return batches;
 }

@@ -95,21 +95,6 @@ export function createRequestPathRedis(url: string, options: RedisOptions = {}):
   });
 }
 
-/**
- * A second connection like `redis` whose commands issued in one event-loop turn go out in one write
- * (ioredis auto-pipelining): under load the rate-limit checks of concurrent requests share a socket
- * write and read instead of one system call each. Not for BullMQ, whose scripts assume their own
- * ordering on a connection (it is not supported there).
- */
-export function autoPipelined(redis: RedisClient): RedisClient {
-  const client =
-    redis instanceof Cluster
-      ? redis.duplicate(undefined, { enableAutoPipelining: true })
-      : redis.duplicate({ enableAutoPipelining: true });
-  client.on('error', () => {}); // its users notice an outage themselves (the rate limit degrades and logs)
-  return client;
-}
-
 /** BullMQ workers need blocking commands that outlive maxRetriesPerRequest (BullMQ's production guide). */
 export function createWorkerRedis(url: string, options: RedisOptions = {}): RedisClient {
   return connectRedis(url, {

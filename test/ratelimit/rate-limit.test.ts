@@ -1,6 +1,9 @@
+import { randomUUID } from 'node:crypto';
+import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
+import { SlidingWindowLimiter } from '../../src/ratelimit/sliding-window.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { buildTestApp, testConfig, type TestApp } from '../helpers/app.js';
 import { createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
@@ -57,6 +60,40 @@ describe('rate limit (60 per 60 s by default)', () => {
       expect((await ext(t.app, key, 'GET', '/pipelines')).statusCode).toBe(429);
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('checks made in one event-loop turn', () => {
+  it('reach Redis in one script call and are decided in the order they were made', async () => {
+    const redis = t.redis.duplicate();
+    const limiter = new SlidingWindowLimiter(redis, { max: 3, windowSeconds: 60, keyPrefix: `batch-${randomUUID()}:` });
+    // Counts the script calls this client sends (the limiter defined the command on it).
+    const counted = redis as unknown as { slidingWindow(...args: unknown[]): Promise<number[]> };
+    const send = counted.slidingWindow.bind(redis);
+    let calls = 0;
+    counted.slidingWindow = (...args) => {
+      calls++;
+      return send(...args);
+    };
+    try {
+      while (redis.status !== 'ready') await sleep(10);
+      const sameKey = await Promise.all(Array.from({ length: 5 }, () => limiter.consume('one')));
+      expect(sameKey.map((decision) => [decision.allowed, decision.remaining, decision.backend])).toEqual([
+        [true, 2, 'redis'],
+        [true, 1, 'redis'],
+        [true, 0, 'redis'],
+        [false, 0, 'redis'],
+        [false, 0, 'redis'],
+      ]);
+      expect(calls).toBe(1);
+
+      const twoKeys = await Promise.all([limiter.consume('two'), limiter.consume('three'), limiter.consume('one')]);
+      expect(twoKeys.map((decision) => decision.allowed)).toEqual([true, true, false]);
+      // On a cluster these keys live on different shards on purpose: one call per key there.
+      expect(calls).toBe(redis instanceof Cluster ? 4 : 2);
+    } finally {
+      redis.disconnect();
     }
   });
 });
