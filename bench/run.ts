@@ -77,6 +77,7 @@ function printProfiles(outDir: string): void {
     'web-durable',
     'web-unrecorded',
     'worker',
+    'bare-worker',
     'mongo',
   ]) {
     const dir = join(outDir, name);

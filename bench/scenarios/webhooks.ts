@@ -9,7 +9,7 @@ import { cpuMeter, formatUsage } from '../cpu.js';
 import { fire } from '../load.js';
 import { int, ms, type Row } from '../report.js';
 import { createTenants, type Tenant } from '../seed.js';
-import { HOOK_CONCURRENCY } from '../stack.js';
+import { HOOK_CONCURRENCY, profileArgs } from '../stack.js';
 import { json, type BenchContext } from './context.js';
 import { commandCounts, difference } from './mongo-trips.js';
 import type { BenchReceiver } from '../receiver.js';
@@ -229,7 +229,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
       CONCURRENCY: String(HOOK_CONCURRENCY),
       TARGET_URL: receiver.url('/bare'),
     },
-    { stdout: 'pipe' },
+    { stdout: 'pipe', nodeArgs: profileArgs(options, 'bare-worker') },
   );
   cpuMeter.watch('bare-worker', bareWorker.pid);
   let bare!: Throughput;
