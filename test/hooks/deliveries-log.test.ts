@@ -1,3 +1,4 @@
+import { createServer } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/redis-server.js';
 import { KEPT_RESPONSE_BYTES, WebhookSender, type SendResult } from '../../src/hooks/sender.js';
@@ -7,6 +8,7 @@ import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js'
 import { createTask, createTenant, ext } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { Receiver } from './receiver.js';
+import type { AddressInfo } from 'node:net';
 
 const TIMEOUT_MS = 400;
 // A well-formed webhook body: the Receiver judges every body it gets against its event type's schema.
@@ -62,6 +64,32 @@ describe('the sender reports coarse error categories only', () => {
     // TLS spoken to a plain-HTTP server: the handshake fails.
     const plain = await receiver(() => 200);
     expect(errorOf(await sender().send({ url: `https://127.0.0.1:${plain.port}/hook`, ...request }))).toBe('tls_error');
+  });
+
+  it('ends a request at the timeout even when the receiver keeps its answer trickling in', async () => {
+    // The status at once, then a body chunk every TIMEOUT_MS / 4 for 5 × TIMEOUT_MS: undici's own
+    // timeouts (headers, and the body's idle time) never fire, so only the request's deadline ends it.
+    const dripping = createServer((_, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const drip = setInterval(() => res.write('.'), TIMEOUT_MS / 4);
+      const stop = setTimeout(() => res.end(), 5 * TIMEOUT_MS);
+      res.on('close', () => {
+        clearInterval(drip);
+        clearTimeout(stop);
+      });
+    });
+    await new Promise<void>((resolve) => dripping.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = dripping.address() as AddressInfo;
+      const result = await sender().send({ url: `http://127.0.0.1:${port}/hook`, ...request });
+      // An answer cut short after its status still counts as that answer (sender.ts).
+      expect(errorOf(result)).toBe('answered 200');
+      expect(result.durationMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 20);
+      expect(result.durationMs).toBeLessThan(2 * TIMEOUT_MS);
+    } finally {
+      dripping.closeAllConnections();
+      await new Promise((resolve) => dripping.close(resolve));
+    }
   });
 
   it('dns_failure and refused_target, whatever the resolver said', async () => {
