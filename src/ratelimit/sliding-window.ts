@@ -24,30 +24,47 @@ export interface SlidingWindowOptions {
  * so web processes with skewed clocks still share one window. A rejected request is not added, so it
  * does not count against the window (DECISIONS.md section 4). One call decides a batch of checks
  * (KEYS[i] with member ARGV[2 + i]) in order, atomically: the same key twice in a batch counts twice.
+ * Each key's window is trimmed, counted, added to and read once per call, however many checks it has:
+ * with one clock reading, its oldest admission is the same for all of them.
  */
 const SLIDING_WINDOW_LUA = `
 local window_ms = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local counts, admitted, keys = {}, {}, {}
 local decisions = {}
 for i, key in ipairs(KEYS) do
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window_ms)
-  local count = redis.call('ZCARD', key)
+  local count = counts[key]
+  if count == nil then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window_ms)
+    count = redis.call('ZCARD', key)
+    admitted[key] = {}
+    keys[#keys + 1] = key
+  end
   local allowed = 0
   if count < limit then
-    redis.call('ZADD', key, now, ARGV[2 + i])
-    redis.call('PEXPIRE', key, window_ms)
     count = count + 1
     allowed = 1
+    local members = admitted[key]
+    members[#members + 1] = now
+    members[#members + 1] = ARGV[2 + i]
+  end
+  counts[key] = count
+  decisions[3 * i - 2] = allowed
+  decisions[3 * i - 1] = limit - count
+end
+local resets = {}
+for _, key in ipairs(keys) do
+  if #admitted[key] > 0 then
+    redis.call('ZADD', key, unpack(admitted[key]))
+    redis.call('PEXPIRE', key, window_ms)
   end
   local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  local reset_ms = 0
-  if oldest[2] then reset_ms = tonumber(oldest[2]) + window_ms - now end
-  decisions[#decisions + 1] = allowed
-  decisions[#decisions + 1] = limit - count
-  decisions[#decisions + 1] = reset_ms
+  resets[key] = 0
+  if oldest[2] then resets[key] = tonumber(oldest[2]) + window_ms - now end
 end
+for i, key in ipairs(KEYS) do decisions[3 * i] = resets[key] end
 return decisions
 `;
 

@@ -67,7 +67,8 @@ describe('rate limit (60 per 60 s by default)', () => {
 describe('checks made in one event-loop turn', () => {
   it('reach Redis in one script call and are decided in the order they were made', async () => {
     const redis = t.redis.duplicate();
-    const limiter = new SlidingWindowLimiter(redis, { max: 3, windowSeconds: 60, keyPrefix: `batch-${randomUUID()}:` });
+    const keyPrefix = `batch-${randomUUID()}:`;
+    const limiter = new SlidingWindowLimiter(redis, { max: 3, windowSeconds: 60, keyPrefix });
     // Counts the script calls this client sends (the limiter defined the command on it).
     const counted = redis as unknown as { slidingWindow(...args: unknown[]): Promise<number[]> };
     const send = counted.slidingWindow.bind(redis);
@@ -87,6 +88,9 @@ describe('checks made in one event-loop turn', () => {
         [false, 0, 'redis'],
       ]);
       expect(calls).toBe(1);
+      // Three admissions in the window; every check of the call sees the same oldest one.
+      expect(await redis.zcard(`${keyPrefix}one`)).toBe(3);
+      expect(new Set(sameKey.map((decision) => decision.resetSeconds))).toEqual(new Set([60]));
 
       const twoKeys = await Promise.all([limiter.consume('two'), limiter.consume('three'), limiter.consume('one')]);
       expect(twoKeys.map((decision) => decision.allowed)).toEqual([true, true, false]);
