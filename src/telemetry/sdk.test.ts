@@ -12,18 +12,31 @@ describe('the MongoDB statement of a span', () => {
   });
 
   it('is the command shape without any value under a recorded span', () => {
-    const sampled = trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '2'.repeat(16), traceFlags: 1 });
-    // What the SDK's span answers while it records (the API alone makes only non-recording spans).
-    const recording = new Proxy(sampled, {
-      get: (target, key) => (key === 'isRecording' ? () => true : Reflect.get(target, key)),
-    });
-    const statement = withActive(recording, () => mongoStatement(command));
+    const statement = statementUnderRecordedSpan(command);
     expect(JSON.parse(statement)).toEqual({
       insert: '?',
       documents: [{ _id: '?', title: '?', pending_events: [{ n: '?' }] }],
     });
   });
+
+  it('is one `?` for a value with its own JSON form (a date, a buffer), never its bytes', () => {
+    const withValues = { find: 'tasks', filter: { due_at: new Date(0) }, lsid: { id: Buffer.alloc(16) } };
+    expect(JSON.parse(statementUnderRecordedSpan(withValues))).toEqual({
+      find: '?',
+      filter: { due_at: '?' },
+      lsid: { id: '?' },
+    });
+  });
 });
+
+function statementUnderRecordedSpan(command: Record<string, unknown>): string {
+  const sampled = trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '2'.repeat(16), traceFlags: 1 });
+  // What the SDK's span answers while it records (the API alone makes only non-recording spans).
+  const recording = new Proxy(sampled, {
+    get: (target, key) => (key === 'isRecording' ? () => true : Reflect.get(target, key)),
+  });
+  return withActive(recording, () => mongoStatement(command));
+}
 
 /** Runs `fn` with `span` active, whatever context manager is installed (none in unit tests). */
 function withActive<T>(span: Span, fn: () => T): T {

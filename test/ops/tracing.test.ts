@@ -116,6 +116,13 @@ describe('one trace from the request to the webhook delivery', () => {
     const statement = String(insert.attributes['db.query.text'] ?? insert.attributes['db.statement']);
     expect(statement).toContain('"title":"?"');
     expect(statement).not.toContain('Call back');
+    // The driver's document sequences (the events' insert, the outbox's update) are shown as their
+    // documents, not with their serialized bytes one `?` each.
+    const statements = spans
+      .filter((span) => dbSystem(span) === 'mongodb')
+      .map((span) => String(span.attributes['db.query.text']));
+    expect(statements.some((text) => /"documents":\[\{"_id":"\?"/.test(text))).toBe(true);
+    expect(statements.filter((text) => text.includes('chunks'))).toEqual([]);
 
     // BullMQ's housekeeping (each blocking fetch of the next job) is never recorded, in any trace.
     expect(exporter.getFinishedSpans().filter((span) => /^getNextJob|^moveStalledJobsToWait/.test(span.name))).toEqual(
