@@ -30,6 +30,8 @@ import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
 import { closeQueues, createQueues } from './shared/queues.js';
 import { keyNamespace, type RedisClient } from './shared/redis.js';
+import { traceRequests } from './telemetry/requests.js';
+import { tracingStarted } from './telemetry/state.js';
 import type { Config } from './config.js';
 import type { Resolver } from './hooks/target-guard.js';
 import type { Repositories } from './repositories.js';
@@ -122,6 +124,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   }).withTypeProvider<ZodTypeProvider>();
 
   // Stage 1: infrastructure.
+  // The request span first, so every hook after it (authentication, the rate limit) runs within it.
+  if (tracingStarted()) traceRequests(app);
   app.decorate('deps', deps);
   const routeTable: RouteOptions[] = [];
   app.addHook('onRoute', (route) => void routeTable.push(route));

@@ -15,8 +15,11 @@ export interface EventTraceContext {
 /** The active span's trace context, to store with an event; empty when not tracing or outside a span. */
 export function currentTraceContext(): EventTraceContext {
   if (!tracingStarted()) return {};
+  const active = context.active();
+  // Most requests: not sampled, and no caller's trace to carry on (see requests.ts).
+  if (active === ROOT_CONTEXT) return {};
   const carrier: EventTraceContext = {};
-  propagation.inject(context.active(), carrier);
+  propagation.inject(active, carrier);
   return carrier.traceparent
     ? { traceparent: carrier.traceparent, ...(carrier.tracestate ? { tracestate: carrier.tracestate } : {}) }
     : {};
@@ -35,20 +38,32 @@ const tracer = trace.getTracer('pipeline-records');
 
 /**
  * Runs the move of recorded events to the queues in a span `outbox publish` that continues the trace of
- * the events (the usual batch: one request's). A batch mixing several traces starts one of its own,
- * linked to each (at most 32). Events without a stored trace context are not traced.
+ * the events (the usual batch from the relay: one request's), with the queue's spans below it. A batch
+ * that mixes traces (the web process coalesces concurrent requests' events; events without a stored
+ * trace context count as traces of their own) gets the span in the first sampled trace, linked to the
+ * other sampled ones (at most 32), but runs outside it: a sampled request's trace never records the
+ * queueing of other requests' events, tens of spans per batch. Their jobs carry each event's own context.
  */
 export async function inPublishSpan<T>(events: EventTraceContext[], fn: () => Promise<T>): Promise<T> {
   if (!tracingStarted()) return fn();
-  const contexts = events.map(storedContext).filter((stored): stored is Context => stored !== undefined);
-  const first = contexts[0];
-  if (!first) return fn();
-  // Only unsampled traces: no span to make (nor under it), but the move stays within one of them.
-  if (contexts.every(inUnsampledTrace)) return context.with(first, fn);
-  const traceIds = new Set(contexts.map((stored) => trace.getSpanContext(stored)!.traceId));
-  const parent = traceIds.size === 1 ? first : ROOT_CONTEXT;
-  const links =
-    traceIds.size === 1 ? [] : contexts.slice(0, 32).map((stored) => ({ context: trace.getSpanContext(stored)! }));
+  const sampled = events
+    .map(storedContext)
+    .filter((stored): stored is Context => stored !== undefined && !inUnsampledTrace(stored));
+  const first = sampled[0];
+  // No sampled trace: no span to make, nor any under it (the MongoDB and Redis commands need a parent
+  // span, the queue's spans a recorded trace). Run outside whatever context is active, though: a
+  // coalesced publish may have been scheduled from within a sampled request, whose span would otherwise
+  // adopt this batch's commands. (Usually the root context is the active one: nothing is entered then.)
+  if (!first) return context.with(ROOT_CONTEXT, fn);
+  const traceId = trace.getSpanContext(first)!.traceId;
+  const oneTrace =
+    sampled.length === events.length && sampled.every((stored) => trace.getSpanContext(stored)!.traceId === traceId);
+  const links = oneTrace
+    ? []
+    : sampled
+        .slice(1, 33)
+        .filter((stored) => trace.getSpanContext(stored)!.traceId !== traceId)
+        .map((stored) => ({ context: trace.getSpanContext(stored)! }));
   const span = tracer.startSpan(
     'outbox publish',
     {
@@ -56,10 +71,10 @@ export async function inPublishSpan<T>(events: EventTraceContext[], fn: () => Pr
       links,
       attributes: { 'messaging.system': 'bullmq', 'messaging.batch.message_count': events.length },
     },
-    parent,
+    first,
   );
   try {
-    return await context.with(trace.setSpan(parent, span), fn);
+    return await context.with(oneTrace ? trace.setSpan(first, span) : ROOT_CONTEXT, fn);
   } catch (error) {
     span.recordException(error as Error);
     span.setStatus({ code: SpanStatusCode.ERROR });

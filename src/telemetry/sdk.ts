@@ -1,15 +1,5 @@
 import { register } from 'node:module';
-import { FastifyOtelInstrumentation } from '@fastify/otel';
-import {
-  context,
-  SpanKind,
-  trace,
-  type Attributes,
-  type Context,
-  type Link,
-  type TextMapPropagator,
-} from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { context, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
@@ -18,8 +8,10 @@ import { core, NodeSDK, tracing } from '@opentelemetry/sdk-node';
 import { getPropagatorFromEnv } from '@opentelemetry/sdk-node/build/src/utils.js';
 import { BullMQOtel } from 'bullmq-otel';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
+import { OnDemandContextManager } from './context.js';
 import { markTracingStarted } from './state.js';
-import { skippingUnsampled, UnsampledTracePropagator, unsampledTrace, withoutUnsampledSpan } from './unsampled.js';
+import { UnsampledTracePropagator, unsampledTrace, withinRecordedTraces } from './unsampled.js';
+import type { SpanKind, Attributes, Context, Link, TextMapPropagator } from '@opentelemetry/api';
 
 /** service.name unless OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) says otherwise. */
 export function serviceNameFor(entryScript: string): string {
@@ -27,15 +19,8 @@ export function serviceNameFor(entryScript: string): string {
 }
 
 /**
- * BullMQ traces its own housekeeping (each blocking fetch of the next job, stalled-job checks) as new
- * traces, several a second per worker; they carry no request, so they are never recorded.
- */
-const BULLMQ_HOUSEKEEPING =
-  /^(getNextJob|moveStalledJobsToWait|startStalledCheckTimer|rateLimit|delay|pause|resume|close)\b/;
-
-/**
- * The configured sampler, but never BullMQ's housekeeping, and never a span started under an unsampled
- * trace (its context holds no span, see unsampled.ts, so the span would otherwise start a trace of its own).
+ * The configured sampler, but never a span started under an unsampled trace (its context holds no span,
+ * see unsampled.ts, so the span would otherwise start a trace of its own).
  */
 class ServiceSampler implements tracing.Sampler {
   constructor(private readonly sampler: tracing.Sampler) {}
@@ -49,9 +34,6 @@ class ServiceSampler implements tracing.Sampler {
     links: Link[],
   ): tracing.SamplingResult {
     if (unsampledTrace(parent)) return { decision: tracing.SamplingDecision.NOT_RECORD };
-    if (kind === SpanKind.INTERNAL && BULLMQ_HOUSEKEEPING.test(name) && !trace.getSpanContext(parent)) {
-      return { decision: tracing.SamplingDecision.NOT_RECORD };
-    }
     return this.sampler.shouldSample(parent, traceId, name, kind, attributes, links);
   }
 
@@ -127,22 +109,6 @@ function isDocumentSequence(value: object): value is { documents: unknown[] } {
   return typeof candidate.field === 'string' && Array.isArray(candidate.documents) && Array.isArray(candidate.chunks);
 }
 
-/** The SDK's context manager (AsyncLocalStorage), but what it makes active never holds an unsampled span. */
-export class UnsampledContextManager extends AsyncLocalStorageContextManager {
-  override with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
-    context: Context,
-    fn: F,
-    thisArg?: ThisParameterType<F>,
-    ...args: A
-  ): ReturnType<F> {
-    return super.with(withoutUnsampledSpan(context), fn, thisArg, ...args);
-  }
-
-  override attach(context: Context): ReturnType<AsyncLocalStorageContextManager['attach']> {
-    return super.attach(withoutUnsampledSpan(context));
-  }
-}
-
 /** OTEL_PROPAGATORS (default W3C trace context and baggage), also injecting unsampled traces' context. */
 function unsampledAware(fromEnv: TextMapPropagator | null | undefined): TextMapPropagator | null {
   if (fromEnv === null) return null; // OTEL_PROPAGATORS=none
@@ -165,8 +131,9 @@ export interface TracingOptions {
 
 /**
  * Starts the OpenTelemetry Node SDK: traces only (OTEL_METRICS_EXPORTER and OTEL_LOGS_EXPORTER default
- * to none here: Prometheus and pino already cover those), with the Fastify, MongoDB and ioredis
- * instrumentations and BullMQ's own telemetry. The standard OTEL_* variables configure the rest.
+ * to none here: Prometheus and pino already cover those), with the MongoDB and ioredis instrumentations,
+ * BullMQ's own telemetry and our request spans (requests.ts, registered by the app). The standard
+ * OTEL_* variables configure the rest.
  */
 export async function startTracing(options: TracingOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   let acknowledged: Promise<void> | undefined;
@@ -180,27 +147,16 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
   env.OTEL_LOGS_EXPORTER ??= 'none';
   const named =
     Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(^|,)\s*service\.name=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+  const contextManager = new OnDemandContextManager();
   const sdk = new NodeSDK({
     ...(named ? {} : { serviceName: options.serviceName }),
     sampler: new ServiceSampler(samplerFromEnv(env)),
-    contextManager: new UnsampledContextManager(),
+    contextManager,
     textMapPropagator: unsampledAware(getPropagatorFromEnv()),
     // OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION are read by the exporter.
-    ...(options.spanProcessors
-      ? { spanProcessors: options.spanProcessors }
-      : { traceExporter: new OTLPTraceExporter() }),
+    // Batched (OTEL_BSP_*) unless a test brings its own processor.
+    spanProcessors: [...(options.spanProcessors ?? [new tracing.BatchSpanProcessor(new OTLPTraceExporter())])],
     instrumentations: [
-      // One span per request (named "METHOD /route" below); none per lifecycle hook or for the handler (cost, noise).
-      new FastifyOtelInstrumentation({
-        registerOnInitialization: true,
-        instrumentHooks: false,
-        instrumentHandler: false,
-        ignorePaths: (route) => ['/healthz', '/readyz', '/metrics'].includes(route.url ?? ''),
-        requestHook: (span, request) => {
-          const route = request.routeOptions.url;
-          if (route) span.updateName(`${request.method} ${route}`);
-        },
-      }),
       // Only within a trace: the relay's and the workers' polling would otherwise be a trace each.
       new MongoDBInstrumentation({ requireParentSpan: true, dbStatementSerializer: mongoStatement }),
       // Command names only: job data and cache entries hold tenants' records.
@@ -212,7 +168,8 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
   sdk.start();
   await acknowledged;
   markTracingStarted({
-    queueTelemetry: skippingUnsampled(new BullMQOtel('pipeline-records')),
+    queueTelemetry: withinRecordedTraces(new BullMQOtel('pipeline-records')),
+    holdContext: () => contextManager.hold(),
     shutdown: () => sdk.shutdown(),
   });
 }

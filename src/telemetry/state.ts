@@ -7,6 +7,8 @@ import type { Telemetry } from 'bullmq';
  */
 interface Started {
   queueTelemetry: Telemetry;
+  /** Keeps the trace context storage on until the returned function is called (see context.ts). */
+  holdContext(): () => void;
   shutdown(): Promise<void>;
 }
 
@@ -29,6 +31,11 @@ export function tracingStarted(): boolean {
 /** BullMQ's telemetry (bullmq-otel) for queues, flow producers and workers; undefined when not tracing. */
 export function queueTelemetry(): Telemetry | undefined {
   return started?.queueTelemetry;
+}
+
+/** Keeps the trace context storage on, e.g. for a request whose context must reach its events; a no-op when not tracing. */
+export function holdTraceContext(): () => void {
+  return started?.holdContext() ?? (() => {});
 }
 
 /** Exports what is still buffered and stops the SDK (at shutdown); a no-op when not tracing. */

@@ -75,20 +75,38 @@ const UNRECORDED_QUEUE_SPAN: QueueSpan<Context> = {
   end: () => {},
 };
 
+/** Whether a span started in this context would have a recorded parent (local or the caller's, sampled). */
+function inRecordedTrace(context: Context): boolean {
+  const spanContext = trace.getSpanContext(context);
+  return (
+    spanContext !== undefined && Boolean(spanContext.traceFlags & TraceFlags.SAMPLED) && isSpanContextValid(spanContext)
+  );
+}
+
 /**
- * BullMQ's telemetry (bullmq-otel), but within an unsampled trace its spans (a job's add, the worker's
- * process and complete) are not started at all: the context passes on unchanged, so the job still
- * carries the unsampled trace and the worker does not record it either.
+ * BullMQ's telemetry (bullmq-otel), but its spans (a job's add, the worker's process and complete, its
+ * housekeeping: each blocking fetch of the next job, stalled-job checks) are started only within a
+ * recorded trace: under a recorded span, or for a job whose stored trace context is sampled. Otherwise
+ * the context passes on unchanged: a job added within an unsampled trace carries it on (see
+ * jobTraceMetadata), and the worker records neither that nor a job that carries no trace.
  */
-export function skippingUnsampled(telemetry: Telemetry<Context>): Telemetry<Context> {
-  const { tracer } = telemetry;
+export function withinRecordedTraces(telemetry: Telemetry<Context>): Telemetry<Context> {
+  const { tracer, contextManager } = telemetry;
   return {
     ...telemetry,
     tracer: {
       startSpan: (name, options, context) =>
-        inUnsampledTrace(context ?? activeContext.active())
-          ? UNRECORDED_QUEUE_SPAN
-          : tracer.startSpan(name, options, context),
+        inRecordedTrace(context ?? activeContext.active())
+          ? tracer.startSpan(name, options, context)
+          : UNRECORDED_QUEUE_SPAN,
+    },
+    contextManager: {
+      active: () => contextManager.active(),
+      with: (context, fn) => contextManager.with(context, fn),
+      fromMetadata: (active, metadata) => contextManager.fromMetadata(active, metadata),
+      // Nothing to carry outside a recorded trace: no metadata (BullMQ stores none with the job) rather
+      // than "{}" on every job. An event's job gets its stored context from jobTraceMetadata all the same.
+      getMetadata: (context) => (inRecordedTrace(context) ? contextManager.getMetadata(context) : ''),
     },
   };
 }

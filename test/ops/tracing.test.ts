@@ -12,6 +12,9 @@ import type { Receiver as ReceiverType } from '../hooks/receiver.js';
 // The SDK starts before the app's modules load (as the --import preload does in production), with an
 // in-memory exporter; web, relay and worker roles run in this process but hand the trace on only
 // through what they store: the trace context in the outbox and `events`, and the job's telemetry metadata.
+// Roots are not sampled, as with production's 5% sampling for most requests: only a caller's sampled
+// trace is recorded.
+process.env.OTEL_TRACES_SAMPLER = 'parentbased_always_off';
 const exporter = new tracing.InMemorySpanExporter();
 await startTracing({
   serviceName: 'pipeline-records-test',
@@ -192,6 +195,48 @@ describe('one trace from the request to the webhook delivery', () => {
     // The event keeps the caller's trace, not sampled, so whoever moves it on does not record it either.
     const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
     expect(stored?.event.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+  });
+});
+
+describe('a request the sampler does not record, without a caller’s trace', () => {
+  it('records nothing in web, relay or worker, and its event carries no trace context on', async () => {
+    const tenant = await subscribedCompany();
+    const before = exporter.getFinishedSpans().length;
+    const created = await ext(t.app, tenant.key, 'POST', '/tasks', {
+      title: 'Unsampled, no caller',
+      due_at: '2026-11-22T09:30:00Z',
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const taskId = JSON.parse(created.body).task_id as string;
+    const delivered = await waitFor(
+      () => inbox.requests.find((request) => JSON.parse(request.body).data?.task_id === taskId),
+      20_000,
+    );
+    expect(delivered).toBeDefined();
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the jobs' last spans end after the POST
+    // No span, and none that started a trace of its own on the way (a job's, a command's).
+    const recorded = exporter.getFinishedSpans().slice(before);
+    expect(recorded.map((span) => `${span.name} ${span.spanContext().traceId}`)).toEqual([]);
+    const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
+    expect(stored?.event.traceparent).toBeUndefined();
+  });
+});
+
+describe('a publish coalescing a sampled request’s event with events of requests not traced', () => {
+  it('is in that request’s trace, without their queueing', async () => {
+    const { currentTraceContext, inPublishSpan } = await import('../../src/telemetry/events.js');
+    const traceId = '5bf92f3577b34da6a3ce929d0e0e4737';
+    const sampled = { traceparent: `00-${traceId}-00f067aa0ba902b7-01` };
+    const unsampled = { traceparent: '00-6bf92f3577b34da6a3ce929d0e0e4738-00f067aa0ba902b7-00' };
+    const activeTrace = async () => currentTraceContext().traceparent ?? '';
+    // Alone, the work runs within the publish span, so the queue's spans are its children.
+    expect(await inPublishSpan([sampled], activeTrace)).toContain(traceId);
+    // Coalesced with others, the work runs outside any trace: none of their commands is recorded in it.
+    expect(await inPublishSpan([sampled, {}, unsampled], activeTrace)).toBe('');
+    const publishes = exporter
+      .getFinishedSpans()
+      .filter((span) => span.name === 'outbox publish' && span.spanContext().traceId === traceId);
+    expect(publishes.map((span) => span.attributes['messaging.batch.message_count'])).toEqual([1, 3]);
   });
 });
 
