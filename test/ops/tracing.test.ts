@@ -76,6 +76,17 @@ async function createTaskUnder(tenant: { key: string }, traceparent: string, tit
   return created;
 }
 
+/** The webhook delivering `taskId`'s event, once the relay, the fan-out job and the POST have all run. */
+async function deliveredWhenJobsEnded(taskId: string) {
+  const delivered = await waitFor(
+    () => inbox.requests.find((request) => JSON.parse(request.body).data?.task_id === taskId),
+    20_000,
+  );
+  expect(delivered).toBeDefined();
+  await new Promise((resolve) => setTimeout(resolve, 500)); // the jobs' last spans end after the POST
+  return delivered!;
+}
+
 describe('one trace from the request to the webhook delivery', () => {
   it('follows a task creation through the outbox, the relay, the queue and the worker to the POST', async () => {
     const tenant = await subscribedCompany();
@@ -179,13 +190,7 @@ describe('one trace from the request to the webhook delivery', () => {
     const created = await createTaskUnder(tenant, `00-${traceId}-b7ad6b7169203331-00`, 'Unsampled');
     const taskId = JSON.parse(created.body).task_id as string;
 
-    // Delivered, so the relay, the fan-out job and the POST have all run by now.
-    const delivered = await waitFor(
-      () => inbox.requests.find((request) => JSON.parse(request.body).data?.task_id === taskId),
-      20_000,
-    );
-    expect(delivered).toBeDefined();
-    await new Promise((resolve) => setTimeout(resolve, 500)); // the jobs' last spans end after the POST
+    const delivered = await deliveredWhenJobsEnded(taskId);
     // Nothing at all: no span of that trace, and none that started a trace of its own on the way.
     const recorded = exporter
       .getFinishedSpans()
@@ -193,7 +198,7 @@ describe('one trace from the request to the webhook delivery', () => {
       .filter((span) => span.spanContext().traceId !== '4bf92f3577b34da6a3ce929d0e0e4736');
     expect(recorded.map((span) => `${span.name} ${span.spanContext().traceId}`)).toEqual([]);
     // The event keeps the caller's trace, not sampled, so whoever moves it on does not record it either.
-    const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
+    const stored = await t.db.collection('events').findOne({ _id: delivered.id as never });
     expect(stored?.event.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
   });
 });
@@ -208,16 +213,11 @@ describe('a request the sampler does not record, without a caller’s trace', ()
     });
     expect(created.statusCode, created.body).toBe(201);
     const taskId = JSON.parse(created.body).task_id as string;
-    const delivered = await waitFor(
-      () => inbox.requests.find((request) => JSON.parse(request.body).data?.task_id === taskId),
-      20_000,
-    );
-    expect(delivered).toBeDefined();
-    await new Promise((resolve) => setTimeout(resolve, 500)); // the jobs' last spans end after the POST
+    const delivered = await deliveredWhenJobsEnded(taskId);
     // No span, and none that started a trace of its own on the way (a job's, a command's).
     const recorded = exporter.getFinishedSpans().slice(before);
     expect(recorded.map((span) => `${span.name} ${span.spanContext().traceId}`)).toEqual([]);
-    const stored = await t.db.collection('events').findOne({ _id: delivered!.id as never });
+    const stored = await t.db.collection('events').findOne({ _id: delivered.id as never });
     expect(stored?.event.traceparent).toBeUndefined();
   });
 });
