@@ -78,8 +78,6 @@ const MAX_BATCH = 100;
 
 interface PendingCheck {
   key: string;
-  /** The key with this limiter's prefix, as Redis stores it. */
-  redisKey: string;
   member: string;
   resolve(decision: RateLimitDecision): void;
 }
@@ -163,12 +161,7 @@ export class SlidingWindowLimiter {
     }
     return new Promise((resolve) => {
       if (this.pending.length === 0) setImmediate(() => this.flush());
-      this.pending.push({
-        key,
-        redisKey: this.options.keyPrefix + key,
-        member: this.memberTag + String(this.admitted++),
-        resolve,
-      });
+      this.pending.push({ key, member: this.memberTag + String(this.admitted++), resolve });
     });
   }
 
@@ -180,7 +173,7 @@ export class SlidingWindowLimiter {
   }
 
   private async decide(batch: PendingCheck[]): Promise<void> {
-    const keys = batch.map((check) => check.redisKey);
+    const keys = batch.map((check) => this.options.keyPrefix + check.key);
     try {
       const decisions = await this.redis.slidingWindow(
         keys.length,
@@ -230,7 +223,7 @@ function sameSlotBatches(redis: RedisClient, checks: PendingCheck[]): PendingChe
   const batches: PendingCheck[][] = [];
   const filling = new Map<string, PendingCheck[]>();
   for (const check of checks) {
-    const group = redis instanceof Cluster ? check.redisKey : '';
+    const group = redis instanceof Cluster ? check.key : ''; // one prefix per limiter: same key, same slot
     let batch = filling.get(group);
     if (!batch || batch.length === MAX_BATCH) {
       filling.set(group, (batch = []));
