@@ -518,6 +518,27 @@ describe('queries and aggregation', () => {
     expect(await coll().estimatedDocumentCount()).toBe(0);
   });
 
+  it('matches null equality as MongoDB does: null, missing, or an array holding null', async () => {
+    const c = coll();
+    await c.insertMany([
+      { _id: 1 as never, k: 'a', gone: null },
+      { _id: 2 as never, k: 'a' },
+      { _id: 3 as never, k: 'a', gone: 'x' },
+      { _id: 4 as never, k: 'a', gone: [null, 1] },
+      { _id: 5 as never, k: 'a', gone: [1] },
+      { _id: 6 as never, k: 'b', gone: null },
+    ]);
+    const ids = async (filter: Document) =>
+      (await c.find(filter).toArray()).map((doc) => Number(doc._id)).sort((x, y) => x - y);
+    expect(await ids({ k: 'a', gone: null })).toEqual([1, 2, 4]);
+    expect(await ids({ _id: 2 as never, gone: null })).toEqual([2]);
+    expect(await ids({ _id: 3 as never, gone: null })).toEqual([]);
+    expect(await ids({ gone: null, k: 'b' })).toEqual([6]);
+    // Filters on other operators and on $expr, each compiled the way the stand-in picks for them.
+    expect(await ids({ k: 'a', gone: { $size: 2 } })).toEqual([4]);
+    expect(await ids({ k: 'a', $expr: { $eq: ['$gone', 'x'] } })).toEqual([3]);
+  });
+
   it('projects with inclusion and exclusion', async () => {
     const c = coll();
     await c.insertOne({ _id: 1 as never, a: 1, b: { c: 2, d: 3 }, e: [1, 2, 3] });

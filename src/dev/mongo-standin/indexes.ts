@@ -27,6 +27,20 @@ export interface IndexSpec {
   hidden?: boolean;
 }
 
+/**
+ * The documents holding one key: an id alone until a second one shares it (most keys of an index ending in a
+ * unique field have one owner, and a Set for each would be most of the stand-in's memory and collection work).
+ */
+export type Owners = string | Set<string>;
+
+export function ownerIds(owners: Owners): Iterable<string> {
+  return typeof owners === 'string' ? [owners] : owners;
+}
+
+export function ownerCount(owners: Owners): number {
+  return typeof owners === 'string' ? 1 : owners.size;
+}
+
 /** Keys of one document in one index (null when the document is not indexed). */
 export interface IndexKeys {
   /** One value tuple per multikey combination. */
@@ -107,8 +121,10 @@ export function normaliseSpec(raw: unknown): IndexSpec {
 export class Index {
   readonly fields: string[];
   readonly isId: boolean;
+  /** Whether equality lookups may use the maps (a partial index lacks documents; a numeric path component is positional). */
+  readonly usableForLookup: boolean;
   /** byPrefix[i]: serialized key of the first i+1 fields → ids of the documents holding it. */
-  readonly byPrefix: Array<Map<string, Set<string>>>;
+  readonly byPrefix: Array<Map<string, Owners>>;
   private readonly partial?: (doc: Doc) => boolean;
 
   constructor(readonly spec: IndexSpec) {
@@ -116,16 +132,13 @@ export class Index {
     this.isId = spec.name === '_id_';
     this.byPrefix = this.fields.map(() => new Map());
     if (spec.partialFilterExpression) this.partial = compileFilter(spec.partialFilterExpression);
+    this.usableForLookup = !this.isId && !this.partial && !this.fields.some((f) => /(^|\.)\d+(\.|$)/.test(f));
   }
 
   static idIndex(): Index {
     return new Index({ v: 2, key: { _id: 1 }, name: '_id_' });
   }
 
-  /** Whether equality lookups may use the maps (a partial index lacks documents). */
-  get usableForLookup(): boolean {
-    return !this.isId && !this.partial && !this.fields.some((f) => /(^|\.)\d+(\.|$)/.test(f));
-  }
 
   /** Whether an update touching these top-level fields can change this index's entries (a partial one: always). */
   mayChange(touched: Set<string>): boolean {
@@ -143,6 +156,7 @@ export class Index {
     if (perField.filter((vals) => vals.length > 1).length > 1) {
       fail('CannotIndexParallelArrays', `cannot index parallel arrays [${this.fields.join('] [')}]`);
     }
+    if (perField.every((vals) => vals.length === 1)) return singleEntryKeys(perField.map((vals) => vals[0]));
     let tuples: unknown[][] = [[]];
     for (const vals of perField) tuples = tuples.flatMap((t) => vals.map((v) => [...t, v]));
     const prefixes = this.fields.map((_, i) => [...new Set(tuples.map((t) => serializeKey(t.slice(0, i + 1))))]);
@@ -155,7 +169,7 @@ export class Index {
     const full = must(this.byPrefix[this.fields.length - 1], 'a map per key prefix');
     for (const t of keys.tuples) {
       const owners = full.get(serializeKey(t));
-      if (owners && [...owners].some((id) => id !== selfId)) return t;
+      if (owners !== undefined && [...ownerIds(owners)].some((id) => id !== selfId)) return t;
     }
     return null;
   }
@@ -164,9 +178,10 @@ export class Index {
     keys.prefixes.forEach((list, i) => {
       const map = must(this.byPrefix[i], 'a map per key prefix');
       for (const k of list) {
-        let set = map.get(k);
-        if (!set) map.set(k, (set = new Set()));
-        set.add(id);
+        const owners = map.get(k);
+        if (owners === undefined) map.set(k, id);
+        else if (typeof owners !== 'string') owners.add(id);
+        else if (owners !== id) map.set(k, new Set([owners, id]));
       }
     });
   }
@@ -175,8 +190,8 @@ export class Index {
     keys.prefixes.forEach((list, i) => {
       const map = must(this.byPrefix[i], 'a map per key prefix');
       for (const k of list) {
-        const set = map.get(k);
-        if (set && set.delete(id) && set.size === 0) map.delete(k);
+        const owners = map.get(k);
+        if (owners === id || (typeof owners === 'object' && owners.delete(id) && owners.size === 0)) map.delete(k);
       }
     });
   }
@@ -186,7 +201,7 @@ export class Index {
    * usable prefix of this index, or undefined if the first field has none.
    * Sets are returned unmerged so the caller can pick the cheapest index first.
    */
-  lookup(eqs: Map<string, unknown[]>): Array<Set<string>> | undefined {
+  lookup(eqs: Map<string, unknown[]>): Owners[] | undefined {
     let combos: unknown[][] = [[]];
     let len = 0;
     for (const f of this.fields) {
@@ -197,7 +212,7 @@ export class Index {
     }
     if (len === 0) return undefined;
     const map = must(this.byPrefix[len - 1], 'a map per key prefix');
-    return combos.map((c) => map.get(serializeKey(c))).filter((set): set is Set<string> => set !== undefined);
+    return combos.map((c) => map.get(serializeKey(c))).filter((owners): owners is Owners => owners !== undefined);
   }
 
   /** The E11000 error for a conflicting key tuple, in the server's exact shape. */
@@ -217,6 +232,17 @@ function exportValue(v: unknown): unknown {
   if (v === MISSING) return null;
   if (v === EMPTY_ARRAY) return undefined;
   return v;
+}
+
+/** Keys of a document with one value per indexed field (no multikey): the usual case, each value serialized once. */
+function singleEntryKeys(tuple: unknown[]): IndexKeys {
+  const prefixes: string[][] = [];
+  let key = '';
+  for (const [i, value] of tuple.entries()) {
+    key = i === 0 ? keyOf(value) : `${key}\u0000${keyOf(value)}`; // serializeKey of the first i+1 values
+    prefixes.push([key]);
+  }
+  return { tuples: [tuple], prefixes };
 }
 
 function dedupe(vals: unknown[]): unknown[] {

@@ -4,6 +4,9 @@
 // collections.
 
 import { Aggregator, ProcessingMode, Query } from 'mingo';
+import { Context } from 'mingo/core';
+import * as queryOperators from 'mingo/operators/query';
+import { Query as FilterQuery } from 'mingo/query';
 import { compare, resolve } from 'mingo/util';
 import { must } from '../../shared/must.js';
 import { fail, notImplemented } from './errors.js';
@@ -18,6 +21,26 @@ export const MINGO_OPTIONS: Partial<Options> = {
 };
 
 export type Matcher = (doc: Doc) => boolean;
+
+/**
+ * Filters other than `$expr` need only the query operators. mingo's `Query` copies every operator it has
+ * (expressions, stages, accumulators: some 200) into a fresh context per query; a filter compiled with this
+ * context copies 27, which made compiling one about four times cheaper.
+ */
+const QUERY_OPERATORS_ONLY = Context.init({ query: queryOperators });
+
+/** Whether the filter uses aggregation expressions (`$expr`), which need mingo's every operator. */
+function usesExpressions(value: unknown): boolean {
+  if (Array.isArray(value)) return value.some(usesExpressions);
+  if (!isPlainObject(value)) return false;
+  return Object.entries(value).some(([key, v]) => key === '$expr' || usesExpressions(v));
+}
+
+function filterQuery(filter: Doc): Query | FilterQuery {
+  return usesExpressions(filter)
+    ? new Query(filter, MINGO_OPTIONS)
+    : new FilterQuery(filter, { ...MINGO_OPTIONS, context: QUERY_OPERATORS_ONLY });
+}
 
 /** A top-level field name: no dots, no leading `$`, not all digits (JS would reorder such keys). */
 export const TOP_LEVEL_FIELD = /^(?![0-9]+$)[^.$][^.]*$/;
@@ -67,16 +90,22 @@ export function compileFilter(filter: unknown, what = 'filter'): Matcher {
   rejectUnsupportedOperators(filter);
   const equalities = scalarEqualities(filter);
   if (equalities) return scalarEqualityMatcher(filter, equalities);
-  const query = new Query(filter, MINGO_OPTIONS);
+  const query = filterQuery(filter);
   return (doc) => query.test(doc);
 }
 
-/** `{field: "text" | true | 12, ...}` on top-level fields: most filters (`{_id, company_id}` and the like). */
-function scalarEqualities(filter: Doc): Array<[string, string | number | boolean]> | undefined {
-  const pairs: Array<[string, string | number | boolean]> = [];
+type ScalarOrNull = string | number | boolean | null;
+
+/**
+ * `{field: "text" | true | 12 | null, ...}` on top-level fields: most filters (`{_id, company_id}`, a live
+ * record's `{..., archived_at: null}` and the like).
+ */
+function scalarEqualities(filter: Doc): Array<[string, ScalarOrNull]> | undefined {
+  const pairs: Array<[string, ScalarOrNull]> = [];
   for (const [field, value] of Object.entries(filter)) {
     if (!TOP_LEVEL_FIELD.test(field)) return undefined;
     if (
+      value !== null &&
       typeof value !== 'string' &&
       typeof value !== 'boolean' &&
       !(typeof value === 'number' && Number.isFinite(value))
@@ -88,18 +117,22 @@ function scalarEqualities(filter: Doc): Array<[string, string | number | boolean
 }
 
 /**
- * Matches scalar equalities without mingo (which builds a whole operator context per query). A stored
- * value that is not a plain scalar (an array holding the value, a Long equal to a number, ...) is
- * left to mingo, compiled only then.
+ * Matches scalar equalities without mingo (which builds a whole operator context per query). `null` matches
+ * a null or missing field, as on MongoDB. A stored value that is not a plain scalar (an array holding the
+ * value, a Long equal to a number, ...) or a field holding `undefined` is left to mingo, compiled only then.
  */
-function scalarEqualityMatcher(filter: Doc, equalities: Array<[string, string | number | boolean]>): Matcher {
-  let query: Query | undefined;
+function scalarEqualityMatcher(filter: Doc, equalities: Array<[string, ScalarOrNull]>): Matcher {
+  let query: Query | FilterQuery | undefined;
   return (doc) => {
     for (const [field, expected] of equalities) {
       const actual = doc[field];
       if (actual === expected) continue;
-      if (actual !== null && typeof actual === 'object') {
-        query ??= new Query(filter, MINGO_OPTIONS);
+      if (actual === undefined && !(field in doc)) {
+        if (expected === null) continue;
+        return false;
+      }
+      if (actual === undefined || (actual !== null && typeof actual === 'object')) {
+        query ??= filterQuery(filter);
         return query.test(doc);
       }
       return false;

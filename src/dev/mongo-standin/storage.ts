@@ -5,7 +5,7 @@
 
 import { BSON, ObjectId, UUID } from 'bson';
 import { CommandError, fail } from './errors.js';
-import { Index, type IndexKeys, type IndexSpec, ttlExpiry } from './indexes.js';
+import { Index, type IndexKeys, type IndexSpec, type Owners, ownerCount, ownerIds, ttlExpiry } from './indexes.js';
 import { type Doc, formatValue, isIndexableScalar, isPlainObject, keyOf } from './values.js';
 
 /** MongoDB's limit on a stored document (BSONObjMaxUserSize), and the larger one on any BSON object it parses. */
@@ -146,15 +146,15 @@ export class Collection {
     if (idValues) {
       return [...new Set(idValues.map(keyOf))].map((k) => this.docs.get(k)).filter((d): d is Doc => d !== undefined);
     }
-    let best: Array<Set<string>> | undefined;
+    let best: Owners[] | undefined;
     let bestSize = Infinity;
     for (const idx of this.secondary) {
       const hit = idx.usableForLookup ? idx.lookup(eqs) : undefined;
-      const size = hit?.reduce((n, set) => n + set.size, 0) ?? Infinity;
+      const size = hit?.reduce((n, owners) => n + ownerCount(owners), 0) ?? Infinity;
       if (hit && size < bestSize) [best, bestSize] = [hit, size];
     }
     if (!best) return this.docs.values();
-    const ids = best.length === 1 && best[0] ? best[0] : new Set(best.flatMap((set) => [...set]));
+    const ids = best.length === 1 && best[0] ? ownerIds(best[0]) : new Set(best.flatMap((owners) => [...ownerIds(owners)]));
     return [...ids].map((id) => this.docs.get(id)).filter((d): d is Doc => d !== undefined);
   }
 
