@@ -139,7 +139,6 @@ export class Index {
     return new Index({ v: 2, key: { _id: 1 }, name: '_id_' });
   }
 
-
   /** Whether an update touching these top-level fields can change this index's entries (a partial one: always). */
   mayChange(touched: Set<string>): boolean {
     return this.partial !== undefined || this.fields.some((field) => touched.has(topLevelField(field)));

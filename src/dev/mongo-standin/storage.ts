@@ -154,7 +154,8 @@ export class Collection {
       if (hit && size < bestSize) [best, bestSize] = [hit, size];
     }
     if (!best) return this.docs.values();
-    const ids = best.length === 1 && best[0] ? ownerIds(best[0]) : new Set(best.flatMap((owners) => [...ownerIds(owners)]));
+    const ids =
+      best.length === 1 && best[0] ? ownerIds(best[0]) : new Set(best.flatMap((owners) => [...ownerIds(owners)]));
     return [...ids].map((id) => this.docs.get(id)).filter((d): d is Doc => d !== undefined);
   }
 
