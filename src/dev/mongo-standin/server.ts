@@ -154,7 +154,7 @@ export class StandinServer {
       // moreToCome: the client expects no reply (unacknowledged write).
       const encode = (reply: Doc): Buffer | null =>
         msg.moreToCome ? null : encodeOpMsg(header.requestId, finish(reply));
-      const reply = runCommand({ state: this.state, body: msg.body, connectionId, remote });
+      const reply = runCommand({ state: this.state, body: msg.body, connectionId, remote, messageBytes: frame.length });
       return reply instanceof Promise ? reply.then(encode) : encode(reply);
     }
     return encodeOpReply(header.requestId, finish(this.legacyQuery(msg, connectionId, remote)));

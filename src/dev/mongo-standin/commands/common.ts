@@ -25,6 +25,8 @@ export interface Request {
   body: Doc;
   connectionId: number;
   remote: string;
+  /** Size of the wire message that carried the command (when known): no document in it can be larger. */
+  messageBytes?: number;
 }
 
 export type Handler = (req: Request) => Doc | Promise<Doc>;
