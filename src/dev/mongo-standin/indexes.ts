@@ -45,7 +45,7 @@ export function ownerCount(owners: Owners): number {
 export interface IndexKeys {
   /** One value tuple per multikey combination. */
   tuples: unknown[][];
-  /** prefixes[i]: distinct serialized keys of the first i+1 fields (the last one is the full key). */
+  /** prefixes[i]: distinct serialized keys of the first i+1 fields, for the prefixes the index keeps (see byPrefix). */
   prefixes: string[][];
 }
 
@@ -123,16 +123,23 @@ export class Index {
   readonly isId: boolean;
   /** Whether equality lookups may use the maps (a partial index lacks documents; a numeric path component is positional). */
   readonly usableForLookup: boolean;
-  /** byPrefix[i]: serialized key of the first i+1 fields → ids of the documents holding it. */
+  /**
+   * byPrefix[i]: serialized key of the first i+1 fields → ids of the documents holding it; only for the prefixes
+   * before `_id`. A key that includes the _id belongs to one document: a lookup with the _id goes to the _id map
+   * instead, and a unique index holding the _id cannot be violated, so keeping those keys (one distinct entry per
+   * document and index, most of the stand-in's memory) would serve nothing.
+   */
   readonly byPrefix: Array<Map<string, Owners>>;
   private readonly partial?: (doc: Doc) => boolean;
 
   constructor(readonly spec: IndexSpec) {
     this.fields = Object.keys(spec.key);
     this.isId = spec.name === '_id_';
-    this.byPrefix = this.fields.map(() => new Map());
+    const idAt = this.fields.indexOf('_id');
+    this.byPrefix = this.fields.slice(0, idAt === -1 ? undefined : idAt).map(() => new Map());
     if (spec.partialFilterExpression) this.partial = compileFilter(spec.partialFilterExpression);
-    this.usableForLookup = !this.isId && !this.partial && !this.fields.some((f) => /(^|\.)\d+(\.|$)/.test(f));
+    this.usableForLookup =
+      !this.isId && !this.partial && this.byPrefix.length > 0 && !this.fields.some((f) => /(^|\.)\d+(\.|$)/.test(f));
   }
 
   static idIndex(): Index {
@@ -155,16 +162,21 @@ export class Index {
     if (perField.filter((vals) => vals.length > 1).length > 1) {
       fail('CannotIndexParallelArrays', `cannot index parallel arrays [${this.fields.join('] [')}]`);
     }
-    if (perField.every((vals) => vals.length === 1)) return singleEntryKeys(perField.map((vals) => vals[0]));
+    const kept = this.byPrefix.length;
+    if (perField.every((vals) => vals.length === 1))
+      return singleEntryKeys(
+        perField.map((vals) => vals[0]),
+        kept,
+      );
     let tuples: unknown[][] = [[]];
     for (const vals of perField) tuples = tuples.flatMap((t) => vals.map((v) => [...t, v]));
-    const prefixes = this.fields.map((_, i) => [...new Set(tuples.map((t) => serializeKey(t.slice(0, i + 1))))]);
+    const prefixes = this.byPrefix.map((_, i) => [...new Set(tuples.map((t) => serializeKey(t.slice(0, i + 1))))]);
     return { tuples, prefixes };
   }
 
   /** The conflicting key tuple when inserting `keys` for document `selfId`. */
   conflict(keys: IndexKeys, selfId: string | undefined): unknown[] | null {
-    if (!this.spec.unique) return null;
+    if (!this.spec.unique || this.byPrefix.length < this.fields.length) return null; // no two documents share an _id
     const full = must(this.byPrefix[this.fields.length - 1], 'a map per key prefix');
     for (const t of keys.tuples) {
       const owners = full.get(serializeKey(t));
@@ -203,7 +215,7 @@ export class Index {
   lookup(eqs: Map<string, unknown[]>): Owners[] | undefined {
     let combos: unknown[][] = [[]];
     let len = 0;
-    for (const f of this.fields) {
+    for (const f of this.fields.slice(0, this.byPrefix.length)) {
       const vals = eqs.get(f);
       if (!vals || combos.length * vals.length > 1000) break;
       combos = combos.flatMap((c) => vals.map((v) => [...c, v]));
@@ -234,10 +246,10 @@ function exportValue(v: unknown): unknown {
 }
 
 /** Keys of a document with one value per indexed field (no multikey): the usual case, each value serialized once. */
-function singleEntryKeys(tuple: unknown[]): IndexKeys {
+function singleEntryKeys(tuple: unknown[], kept: number): IndexKeys {
   const prefixes: string[][] = [];
   let key = '';
-  for (const [i, value] of tuple.entries()) {
+  for (const [i, value] of tuple.slice(0, kept).entries()) {
     key = i === 0 ? keyOf(value) : `${key}\u0000${keyOf(value)}`; // serializeKey of the first i+1 values
     prefixes.push([key]);
   }

@@ -285,7 +285,7 @@ function validateName(db: string, name: string): void {
   }
 }
 
-/** Whether two documents have the very same entries in an index (the full keys decide, the prefixes follow). */
+/** Whether two documents have the very same entries in an index (the longest kept keys decide, the shorter follow). */
 function sameKeys(a: IndexKeys, b: IndexKeys): boolean {
   const left = a.prefixes.at(-1) ?? [];
   const right = b.prefixes.at(-1) ?? [];
