@@ -29,38 +29,48 @@ function machineBusySeconds(): number | undefined {
   }
 }
 
-export type CpuSnapshot = { at: number; seconds: Map<string, number>; machine?: number };
+/** CPU seconds per watched process (by pid) at one moment, and the machine's busy seconds. */
+export type CpuSnapshot = { at: number; seconds: Map<number, number>; machine?: number };
 
 /**
  * How busy each process was during a run, in percent of one core: on a 2-core machine this tells
  * which process is the bottleneck of a scenario (our web process, or the database it waits on).
  */
 export class CpuMeter {
-  private readonly pids = new Map<string, number>();
+  /** Every process watched so far: one name may have several (a scenario's web process started again). */
+  private readonly watched = new Map<number, string>();
+  /** Each process's CPU seconds at its latest reading: what it used counts after it has exited too. */
+  private readonly lastSeen = new Map<number, number>();
 
   watch(name: string, pid: number | undefined): void {
-    if (pid) this.pids.set(name, pid);
+    if (pid) this.watched.set(pid, name);
   }
 
   snapshot(): CpuSnapshot {
-    const seconds = new Map<string, number>();
-    for (const [name, pid] of this.pids) {
+    const seconds = new Map<number, number>();
+    for (const pid of this.watched.keys()) {
       const used =
-        name === 'bench' ? process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 : cpuSecondsOf(pid);
-      if (used !== undefined) seconds.set(name, used);
+        pid === process.pid
+          ? (process.cpuUsage().user + process.cpuUsage().system) / 1e6
+          : (cpuSecondsOf(pid) ?? this.lastSeen.get(pid));
+      if (used === undefined) continue;
+      this.lastSeen.set(pid, used);
+      seconds.set(pid, used);
     }
     return { at: performance.now(), seconds, machine: machineBusySeconds() };
   }
 
   /**
-   * CPU seconds each process used since `before`, plus `others`: everything else on the machine
-   * (when that is high, the figures are not to be trusted).
+   * CPU seconds each process used since `before` (all of it for one started since), by name, plus `others`:
+   * everything else on the machine (when that is high, the figures are not to be trusted).
    */
   usedSince(before: CpuSnapshot): CpuUsage {
     const now = this.snapshot();
-    const used = new Map(
-      [...now.seconds].map(([name, seconds]) => [name, seconds - (before.seconds.get(name) ?? seconds)]),
-    );
+    const used = new Map<string, number>();
+    for (const [pid, seconds] of now.seconds) {
+      const name = this.watched.get(pid) ?? String(pid);
+      used.set(name, (used.get(name) ?? 0) + seconds - (before.seconds.get(pid) ?? 0));
+    }
     if (now.machine !== undefined && before.machine !== undefined) {
       const ours = [...used.values()].reduce((sum, seconds) => sum + seconds, 0);
       used.set('others', Math.max(0, now.machine - before.machine - ours));
