@@ -14,6 +14,12 @@ function cpuSecondsOf(pid: number): number | undefined {
   }
 }
 
+/** CPU seconds (user + system) this process has used so far. */
+function ownCpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+}
+
 /** CPU seconds all processes of the machine have used (busy time of every core, from /proc/stat). */
 function machineBusySeconds(): number | undefined {
   try {
@@ -49,10 +55,7 @@ export class CpuMeter {
   snapshot(): CpuSnapshot {
     const seconds = new Map<number, number>();
     for (const pid of this.watched.keys()) {
-      const used =
-        pid === process.pid
-          ? (process.cpuUsage().user + process.cpuUsage().system) / 1e6
-          : (cpuSecondsOf(pid) ?? this.lastSeen.get(pid));
+      const used = pid === process.pid ? ownCpuSeconds() : (cpuSecondsOf(pid) ?? this.lastSeen.get(pid));
       if (used === undefined) continue;
       this.lastSeen.set(pid, used);
       seconds.set(pid, used);
@@ -67,9 +70,9 @@ export class CpuMeter {
   usedSince(before: CpuSnapshot): CpuUsage {
     const now = this.snapshot();
     const used = new Map<string, number>();
-    for (const [pid, seconds] of now.seconds) {
-      const name = this.watched.get(pid) ?? String(pid);
-      used.set(name, (used.get(name) ?? 0) + seconds - (before.seconds.get(pid) ?? 0));
+    for (const [pid, name] of this.watched) {
+      const seconds = now.seconds.get(pid);
+      if (seconds !== undefined) used.set(name, (used.get(name) ?? 0) + seconds - (before.seconds.get(pid) ?? 0));
     }
     if (now.machine !== undefined && before.machine !== undefined) {
       const ours = [...used.values()].reduce((sum, seconds) => sum + seconds, 0);
