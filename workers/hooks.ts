@@ -67,7 +67,18 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
 
   const fanOut = startWorker(
     'hook-fanout',
-    progress.track(async (job) => {
+    progress.track(async (job, alongside) => {
+      // The attempts' records are awaited with the job's progress record (one batch write's wait).
+      const fanOutDeps: DeliveryDeps = {
+        ...deliveryDeps,
+        deliveries: {
+          ...deliveryDeps.deliveries,
+          recordAttempt: (record) => {
+            alongside(deliveryDeps.deliveries.recordAttempt(record));
+            return Promise.resolve();
+          },
+        },
+      };
       const hooks = await fanOutEvent(job.data, {
         hooks: repos.hooks,
         claim: (eventId) => claimFanOut(claimDeps, eventId, job.id!),
@@ -81,7 +92,7 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
             result = await deliverWebhook(
               data,
               { jobId, attempt: 1, hook, answered: (delivered) => permit.done(delivered) },
-              deliveryDeps,
+              fanOutDeps,
             );
           } finally {
             permit.done(result?.outcome === 'delivered');

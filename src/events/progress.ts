@@ -34,17 +34,24 @@ export class ConsumerProgress {
   /**
    * Wraps a consumer's processor: a republished copy of an event this consumer already finished does
    * nothing; a finished job (or one that has used its last attempt) is recorded before BullMQ hears
-   * of it, so a completed job always has its record.
+   * of it, so a completed job always has its record. Writes the processor hands to `alongside` (a
+   * delivery's attempt record) are awaited together with that record rather than before it: the job
+   * waits for one batch write, not two in a row, and still completes only once all are written.
    */
   track<R>(
-    process: (job: Job<EventEnvelope>) => Promise<R>,
+    process: (job: Job<EventEnvelope>, alongside: (write: Promise<void>) => void) => Promise<R>,
   ): (job: Job<EventEnvelope>) => Promise<R | { already_finished: true }> {
     return async (job) => {
       if (job.name === REPUBLISHED_JOB && (await this.eventStore.isFinished(this.consumer, job.data)))
         return { already_finished: true };
+      const writes: Promise<void>[] = [];
+      const alongside = (write: Promise<void>) => {
+        write.catch(() => {}); // awaited below; a failure before then is not an unhandled rejection
+        writes.push(write);
+      };
       try {
-        const result = await process(job);
-        await this.finished.add(job.data);
+        const result = await process(job, alongside);
+        await Promise.all([...writes, this.finished.add(job.data)]);
         return result;
       } catch (error) {
         // Given up: the failure stays visible (failed job, automation run); the event is no longer unfinished.
