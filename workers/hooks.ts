@@ -69,16 +69,8 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
     'hook-fanout',
     progress.track(async (job, alongside) => {
       // The attempts' records are awaited with the job's progress record (one batch write's wait).
-      const fanOutDeps: DeliveryDeps = {
-        ...deliveryDeps,
-        deliveries: {
-          ...deliveryDeps.deliveries,
-          recordAttempt: (record) => {
-            alongside(deliveryDeps.deliveries.recordAttempt(record));
-            return Promise.resolve();
-          },
-        },
-      };
+      const recordAttempt = async (record: AttemptRecord) => alongside(deliveryDeps.deliveries.recordAttempt(record));
+      const fanOutDeps: DeliveryDeps = { ...deliveryDeps, deliveries: { ...deliveryDeps.deliveries, recordAttempt } };
       const hooks = await fanOutEvent(job.data, {
         hooks: repos.hooks,
         claim: (eventId) => claimFanOut(claimDeps, eventId, job.id!),

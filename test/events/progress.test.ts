@@ -25,21 +25,18 @@ async function recordedJob(): Promise<Job<EventEnvelope>> {
   return { name: event.type, data: event, attemptsMade: 0, opts: { attempts: 3 } } as unknown as Job<EventEnvelope>;
 }
 
-function deferred() {
+/** A write that completes when the test says so. */
+function pendingWrite() {
   let resolve!: () => void;
-  let reject!: (error: Error) => void;
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
+  const promise = new Promise<void>((res) => (resolve = res));
+  return { promise, resolve };
 }
 
 describe('ConsumerProgress.track with writes alongside', () => {
   it('records the progress without waiting for them, and completes the job only once they are written', async () => {
     const progress = new ConsumerProgress('hook-fanout', events);
     const job = await recordedJob();
-    const attemptWrite = deferred();
+    const attemptWrite = pendingWrite();
     let settled = false;
     const done = progress
       .track(async (_job, alongside) => {
