@@ -76,6 +76,7 @@ function printProfiles(outDir: string): void {
     'web-sampled',
     'web-durable',
     'web-unrecorded',
+    'web-unmoved',
     'worker',
     'bare-worker',
     'mongo',

@@ -25,10 +25,14 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
     requests: [{ method: 'POST' as const, path: '/v1/ext/tasks', body }],
     server,
   });
-  const [durable, transient] = await Promise.all([
+  const [durable, transient, unmoved] = await Promise.all([
     stack.startExtraWeb('web-durable', {}),
     stack.startExtraWeb('web-unrecorded', {}, { imports: ['bench/skip-event-record.ts'] }),
+    stack.startExtraWeb('web-unmoved', {}, { imports: ['bench/skip-event-move.ts'] }),
   ]);
+  const cpu = (value: number | undefined) => (value === undefined ? 'n/a' : `${value.toFixed(3)} ms`);
+  const cpuRatio = (ours?: number, baseline?: number) =>
+    ours !== undefined && baseline !== undefined ? ours / baseline : undefined;
   try {
     const { ours, baseline } = await compare(
       'create task, events recorded vs not',
@@ -36,11 +40,15 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
       () => target(transient.url, 'web-unrecorded'),
       compareSettings(options),
     );
-    const ratio =
-      ours.serverCpuMs !== undefined && baseline.serverCpuMs !== undefined
-        ? ours.serverCpuMs / baseline.serverCpuMs
-        : undefined;
-    const cpu = (value: number | undefined) => (value === undefined ? 'n/a' : `${value.toFixed(3)} ms`);
+    const ratio = cpuRatio(ours.serverCpuMs, baseline.serverCpuMs);
+    // Information: what the whole move (record, publish, clear) costs the request path on these backends.
+    const moved = await compare(
+      'create task, as it runs vs its events neither recorded nor queued',
+      () => target(durable.url, 'web-durable'),
+      () => target(unmoved.url, 'web-unmoved'),
+      compareSettings(options),
+    );
+    const movedRatio = cpuRatio(moved.ours.serverCpuMs, moved.baseline.serverCpuMs);
     return [
       {
         scenario: 'create task, durable events (recorded in `events`) vs the same without that record',
@@ -56,8 +64,24 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
           `${ratio === undefined ? '' : ` (${ratio.toFixed(2)}×)`}; both processes started together, same settings. ` +
           `CPU (% of one core) during ours: ${ours.cpu}.`,
       },
+      {
+        scenario: 'create task as it runs vs with its events neither recorded nor queued (information)',
+        value: int(moved.ours.rps),
+        p50: ms(moved.ours.p50),
+        p99: ms(moved.ours.p99),
+        baseline: `${int(moved.baseline.rps)} (p50 ${ms(moved.baseline.p50)}, p99 ${ms(moved.baseline.p99)})`,
+        ratio: moved.ours.rps / moved.baseline.rps,
+        target: 'information',
+        pass: undefined,
+        note:
+          'What the after-response move (the events of each 25 ms recorded in `events`, published to both event ' +
+          'queues, cleared from the outbox) costs the request path, against a web process whose move only clears ' +
+          `(bench/skip-event-move.ts). CPU of the web process per request: ${cpu(moved.ours.serverCpuMs)} vs ` +
+          `${cpu(moved.baseline.serverCpuMs)}${movedRatio === undefined ? '' : ` (${movedRatio.toFixed(2)}×)`}. ` +
+          `CPU (% of one core) during ours: ${moved.ours.cpu}; without: ${moved.baseline.cpu}.`,
+      },
     ];
   } finally {
-    await Promise.all([stack.children.stop(durable.child), stack.children.stop(transient.child)]);
+    await Promise.all([durable, transient, unmoved].map((web) => stack.children.stop(web.child)));
   }
 }
