@@ -16,6 +16,13 @@ export interface Row {
 
 export const int = (value: number) => Math.round(value).toLocaleString('en-US');
 export const ms = (value: number) => (value >= 100 ? `${Math.round(value)} ms` : `${value.toFixed(1)} ms`);
+/** A serving process's CPU per request, or n/a when it was not measured. */
+export const cpuMs = (value: number | undefined) => (value === undefined ? 'n/a' : `${value.toFixed(3)} ms`);
+/** Ours / baseline CPU per request, when both were measured. */
+export const cpuRatio = (comparison: { ours: { serverCpuMs?: number }; baseline: { serverCpuMs?: number } }) =>
+  comparison.ours.serverCpuMs !== undefined && comparison.baseline.serverCpuMs !== undefined
+    ? comparison.ours.serverCpuMs / comparison.baseline.serverCpuMs
+    : undefined;
 
 function failures(figures: Figures): string {
   return figures.failures > 0

@@ -1,5 +1,5 @@
 import { compare } from '../load.js';
-import { int, ms, type Row } from '../report.js';
+import { cpuMs as cpu, cpuRatio, int, ms, type Row } from '../report.js';
 import { compareSettings, json, type BenchContext } from './context.js';
 
 /** The durable-events work may cost this much CPU per request. */
@@ -30,17 +30,15 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
     stack.startExtraWeb('web-unrecorded', {}, { imports: ['bench/skip-event-record.ts'] }),
     stack.startExtraWeb('web-unmoved', {}, { imports: ['bench/skip-event-move.ts'] }),
   ]);
-  const cpu = (value: number | undefined) => (value === undefined ? 'n/a' : `${value.toFixed(3)} ms`);
-  const cpuRatio = (ours?: number, baseline?: number) =>
-    ours !== undefined && baseline !== undefined ? ours / baseline : undefined;
   try {
-    const { ours, baseline } = await compare(
+    const recorded = await compare(
       'create task, events recorded vs not',
       () => target(durable.url, 'web-durable'),
       () => target(transient.url, 'web-unrecorded'),
       compareSettings(options),
     );
-    const ratio = cpuRatio(ours.serverCpuMs, baseline.serverCpuMs);
+    const { ours, baseline } = recorded;
+    const ratio = cpuRatio(recorded);
     // Information: what the whole move (record, publish, clear) costs the request path on these backends.
     const moved = await compare(
       'create task, as it runs vs its events neither recorded nor queued',
@@ -48,7 +46,7 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
       () => target(unmoved.url, 'web-unmoved'),
       compareSettings(options),
     );
-    const movedRatio = cpuRatio(moved.ours.serverCpuMs, moved.baseline.serverCpuMs);
+    const movedRatio = cpuRatio(moved);
     return [
       {
         scenario: 'create task, durable events (recorded in `events`) vs the same without that record',

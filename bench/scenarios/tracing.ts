@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { compare } from '../load.js';
-import { int, ms, type Row } from '../report.js';
+import { cpuMs as cpu, cpuRatio as cpuRatioOf, int, ms, type Row } from '../report.js';
 import { compareSettings, json, type BenchContext } from './context.js';
 import type { AddressInfo } from 'node:net';
 
@@ -47,7 +47,6 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
     requests: [{ method: 'POST' as const, path: '/v1/ext/tasks', body }],
     server,
   });
-  const cpu = (value: number | undefined) => (value === undefined ? 'n/a' : `${value.toFixed(3)} ms`);
   const rows: Row[] = [];
   const variants = [
     { name: 'web-traced', label: 'every request traced', env: {}, judged: false },
@@ -69,14 +68,14 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
       stack.startExtraWeb(variant.name, { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, ...variant.env }),
     ]);
     try {
-      const { ours: on, baseline: off } = await compare(
+      const comparison = await compare(
         `create task, tracing ${variant.label} vs off`,
         () => target(traced.url, variant.name),
         () => target(untraced.url, 'web-untraced'),
         compareSettings(options),
       );
-      const cpuRatio =
-        on.serverCpuMs !== undefined && off.serverCpuMs !== undefined ? on.serverCpuMs / off.serverCpuMs : undefined;
+      const { ours: on, baseline: off } = comparison;
+      const cpuRatio = cpuRatioOf(comparison);
       if (rows.length === 0) {
         rows.push({
           scenario: 'create task, tracing off (preload, no OTLP endpoint; a web process started alongside)',
