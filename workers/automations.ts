@@ -1,8 +1,11 @@
 import { processAutomationEvent } from '../src/automations/processor.js';
 import { ConsumerProgress } from '../src/events/progress.js';
-import { startWorker } from '../src/shared/queues.js';
+import { jobStillQueued, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
 import type { RoleStarter } from './start.js';
+
+/** Events evaluated at once, whichever jobs carry them. */
+const AUTOMATIONS_CONCURRENCY = 10;
 
 /**
  * The automations role: evaluates automation rules for every task event. Its actions go through the
@@ -12,12 +15,15 @@ export const startAutomations: RoleStarter = async ({ config, logger, container 
   const { repos, services, queues } = container;
   const connection = createWorkerRedis(config.REDIS_URL);
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
-  const progress = new ConsumerProgress('automations', repos.events);
+  const progress = new ConsumerProgress('automations', repos.events, {
+    concurrency: AUTOMATIONS_CONCURRENCY,
+    jobExists: (jobId) => jobStillQueued(queues.automations, jobId),
+  });
 
   const worker = startWorker(
     'automations',
-    progress.track(async (job) => {
-      const ran = await processAutomationEvent(job.data, {
+    progress.track(async (event, job) => {
+      const ran = await processAutomationEvent(event, {
         automations: repos.automations,
         tasks: services.tasks,
         items: services.items,
@@ -27,6 +33,7 @@ export const startAutomations: RoleStarter = async ({ config, logger, container 
       return { ran };
     }),
     settings,
+    { concurrency: AUTOMATIONS_CONCURRENCY },
   );
 
   return {

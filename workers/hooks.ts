@@ -9,7 +9,7 @@ import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { Coalescer } from '../src/shared/coalesce.js';
 import { observeDeliveryAttempt } from '../src/shared/metrics.js';
-import { startWorker } from '../src/shared/queues.js';
+import { isEventBatch, jobStillQueued, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
 import type { DeliveryJob } from '../src/shared/queues.js';
 import type { RoleStarter } from './start.js';
@@ -22,12 +22,20 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
   const { repos, queues } = container;
   const connection = createWorkerRedis(config.REDIS_URL);
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
-  const progress = new ConsumerProgress('hook-fanout', repos.events);
+  // One event in flight per HOOK_CONCURRENCY slot, however many events each fan-out job carries.
+  const progress = new ConsumerProgress('hook-fanout', repos.events, {
+    concurrency: config.HOOK_CONCURRENCY,
+    jobExists: (jobId) => jobStillQueued(queues['hook-fanout'], jobId),
+  });
   const deliveries = queues.deliveries;
   const claimDeps: FanOutClaimDeps = {
     redis: connection,
     prefix: config.QUEUE_PREFIX,
-    publisherJobExists: async (eventId) => Boolean(await queues['hook-fanout'].getJob(eventId)),
+    publisherJobExists: async (event) => {
+      if (await jobStillQueued(queues['hook-fanout'], event.event_id)) return true;
+      const { publishJob } = await repos.events.progressOf('hook-fanout', event);
+      return publishJob !== undefined && (await jobStillQueued(queues['hook-fanout'], publishJob));
+    },
   };
   const sender = new WebhookSender(container.services.targetGuard, config.HOOK_TIMEOUT_MS);
   // One bulk write for the attempts made together (under load, those of each WORKER_RECORD_INTERVAL_MS).
@@ -67,13 +75,14 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
 
   const fanOut = startWorker(
     'hook-fanout',
-    progress.track(async (job, alongside) => {
-      // The attempts' records are awaited with the job's progress record (one batch write's wait).
+    progress.track(async (event, job, alongside) => {
+      // The attempts' records are awaited with the event's progress record (one batch write's wait).
       const recordAttempt = async (record: AttemptRecord) => alongside(deliveryDeps.deliveries.recordAttempt(record));
       const fanOutDeps: DeliveryDeps = { ...deliveryDeps, deliveries: { ...deliveryDeps.deliveries, recordAttempt } };
-      const hooks = await fanOutEvent(job.data, {
+      const hooks = await fanOutEvent(event, {
         hooks: repos.hooks,
-        claim: (eventId) => claimFanOut(claimDeps, eventId, job.id!),
+        // A move's batch is the publisher's own job of each of its events (see claimFanOut).
+        claim: (claimed) => (isEventBatch(job.data) ? Promise.resolve(true) : claimFanOut(claimDeps, claimed, job.id!)),
         deliver: async (hook, data, jobId) => {
           // A slow or failing receiver is served by the deliveries lane only, and a hook gets a share
           // of the fan-out's slots, so none can hold up the fan-out (and every other hook's delivery).

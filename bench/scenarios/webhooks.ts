@@ -1,8 +1,15 @@
 import { Queue } from 'bullmq';
 import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
+import { OUTBOX_MOVE_INTERVAL_MS } from '../../src/events/queue-publisher.js';
 import { newId } from '../../src/shared/ids.js';
 import { must } from '../../src/shared/must.js';
-import { createQueue, DEFAULT_JOB_OPTIONS } from '../../src/shared/queues.js';
+import {
+  createQueue,
+  DEFAULT_JOB_OPTIONS,
+  EVENT_BATCH_JOB,
+  eventBatchJobId,
+  type EventJobData,
+} from '../../src/shared/queues.js';
 import { toTaskResponse } from '../../src/tasks/schemas.js';
 import { waitForLine } from '../children.js';
 import { cpuMeter, formatUsage } from '../cpu.js';
@@ -20,6 +27,12 @@ const MIN_DELIVERIES_PER_SECOND = 1_500;
 const MAX_CPU_RATIO = 1.2;
 const MAX_P99_MS = 200;
 const ADD_CHUNK = 500;
+/**
+ * Events per fan-out job for ours: what one move of the API's publisher carries at 1,000 writes/s
+ * (one move per OUTBOX_MOVE_INTERVAL_MS, 25 ms). The bare worker gets one job per event.
+ */
+const WRITES_PER_SECOND = 1_000;
+const EVENTS_PER_MOVE = (WRITES_PER_SECOND * OUTBOX_MOVE_INTERVAL_MS) / 1_000;
 /** Companies (one hook each) the backlog's events are spread over. */
 const RECEIVERS = 16;
 
@@ -50,17 +63,31 @@ function taskCreatedEvent(tenant: Tenant, index: number): EventEnvelope {
   return buildEvent('task.created', tenant.companyId, task, { occurredAt: now });
 }
 
-/** Adds `count` fresh events in bulk (jobId = event_id, as the publisher does). */
-async function addEvents(
-  queue: Queue<EventEnvelope, unknown, string>,
-  tenants: Tenant[],
-  count: number,
-): Promise<void> {
+/** Queue of either worker: ours takes the publisher's batches, the bare one single events. */
+type EventQueue = Queue<EventJobData, unknown, string>;
+
+/**
+ * Adds `count` fresh events in bulk: to the bare queue one job per event; to ours in batches of
+ * EVENTS_PER_MOVE, as the publisher adds them (batch job id, EVENT_BATCH_JOB).
+ */
+async function addEvents(queue: EventQueue, tenants: Tenant[], count: number, batched: boolean): Promise<void> {
   for (let offset = 0; offset < count; offset += ADD_CHUNK) {
     const events = Array.from({ length: Math.min(ADD_CHUNK, count - offset) }, (_, i) =>
       taskCreatedEvent(must(tenants[(offset + i) % tenants.length], 'a tenant'), offset + i),
     );
-    await queue.addBulk(events.map((event) => ({ name: event.type, data: event, opts: { jobId: event.event_id } })));
+    if (!batched) {
+      await queue.addBulk(events.map((event) => ({ name: event.type, data: event, opts: { jobId: event.event_id } })));
+      continue;
+    }
+    const batches: EventEnvelope[][] = [];
+    for (let at = 0; at < events.length; at += EVENTS_PER_MOVE) batches.push(events.slice(at, at + EVENTS_PER_MOVE));
+    await queue.addBulk(
+      batches.map((batch) => ({
+        name: EVENT_BATCH_JOB,
+        data: { events: batch },
+        opts: { jobId: eventBatchJobId(batch) },
+      })),
+    );
   }
 }
 
@@ -77,15 +104,15 @@ interface Throughput {
 /** A backlog of `count` events: deliveries per second from the first add to the last arrival. */
 async function backlog(
   receiver: BenchReceiver,
-  queue: Queue<EventEnvelope, unknown, string>,
+  queue: EventQueue,
   tenants: Tenant[],
   count: number,
-  deliverer: string,
+  deliverer: 'worker' | 'bare-worker',
 ): Promise<Throughput> {
   receiver.reset();
   const cpu = cpuMeter.snapshot();
   const started = Date.now();
-  await addEvents(queue, tenants, count);
+  await addEvents(queue, tenants, count, deliverer === 'worker');
   const complete = await receiver.waitFor(count, Math.max(60_000, count * 5));
   const seconds = ((complete ? receiver.lastArrival : Date.now()) - started) / 1000;
   const usage = cpuMeter.usedSince(cpu);
@@ -136,11 +163,7 @@ async function pacedThroughApi(context: BenchContext, receiver: BenchReceiver): 
 }
 
 /** The bare worker, not backlogged: one job added at a time at the same rate. */
-async function pacedIntoQueue(
-  context: BenchContext,
-  receiver: BenchReceiver,
-  queue: Queue<EventEnvelope, unknown, string>,
-): Promise<Latency> {
+async function pacedIntoQueue(context: BenchContext, receiver: BenchReceiver, queue: EventQueue): Promise<Latency> {
   const { options, seeded } = context;
   receiver.reset();
   const total = options.webhookPacedRate * options.webhookPacedSeconds;
@@ -159,7 +182,7 @@ async function pacedIntoQueue(
  * reconciliation put back) would be delivered among them and lower the figure. Waits for that to drain,
  * and fails rather than measure behind a backlog that does not drain.
  */
-async function untilDrained(queue: Queue<EventEnvelope, unknown, string>): Promise<void> {
+async function untilDrained(queue: EventQueue): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const queued = await queue.getJobCountByTypes('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
@@ -215,7 +238,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
   console.log(`  ours paced: p50 ${ms(oursPaced.p50)}, p99 ${ms(oursPaced.p99)}`);
   await fanout.close();
 
-  const bareQueue = new Queue<EventEnvelope, unknown, string>(BARE_QUEUE, {
+  const bareQueue = new Queue<EventJobData, unknown, string>(BARE_QUEUE, {
     ...settings,
     defaultJobOptions: DEFAULT_JOB_OPTIONS,
   });
@@ -270,7 +293,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
         cpuRatio <= MAX_CPU_RATIO,
       note:
         `Events added straight to the hook-fanout queue (as the API's publisher adds them), ${int(ADD_CHUNK)} per addBulk, spread over ${RECEIVERS} companies with one hook each (a hook has at most HOOK_MAX_IN_FLIGHT_PER_HOOK requests in flight); rate = events / (first add → last arrival). ` +
-        `Ours: one fan-out job per event (hooks from the process cache, Standard Webhooks signature, POST, delivery record with the envelope in MongoDB, one bulk write for the attempts made together). ` +
+        `Ours: one fan-out job per ${EVENTS_PER_MOVE} events, a move's batch at 1,000 writes/s (hooks from the process cache, Standard Webhooks signature, POST, delivery record with the envelope in MongoDB, one bulk write for the attempts made together). ` +
         `Bare: one BullMQ job per event, POST only. Latencies here include the time queued behind the backlog. Duplicate deliveries seen: ${duplicates}. ` +
         `MongoDB commands (round trips) of our worker per delivery (MONGO_COMMAND_METRICS): ${perDelivery || 'none'}. ` +
         `${ours.cpuMsPerDelivery !== undefined && bare.cpuMsPerDelivery !== undefined ? `CPU per delivery: our worker ${ours.cpuMsPerDelivery.toFixed(2)} ms, the bare worker ${bare.cpuMsPerDelivery.toFixed(2)} ms. ` : ''}` +

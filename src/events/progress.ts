@@ -1,5 +1,7 @@
+import pLimit, { type LimitFunction } from 'p-limit';
 import { Coalescer } from '../shared/coalesce.js';
-import { REPUBLISHED_JOB } from '../shared/queues.js';
+import { isEventBatch, REPUBLISHED_JOB, type EventJobData } from '../shared/queues.js';
+import { inEventTrace } from '../telemetry/events.js';
 import type { EventEnvelope } from './envelope.js';
 import type { EventConsumer, EventsRepository } from './repository.js';
 import type { Job } from 'bullmq';
@@ -13,52 +15,92 @@ import type { Job } from 'bullmq';
  */
 export const WORKER_RECORD_INTERVAL_MS = 10;
 
+/** Where a consumer's events are run: how many at once (across all its jobs), and how to tell a job still queued. */
+export interface ConsumerProgressOptions {
+  /** Events of this consumer in flight at once in this process, whichever jobs carry them (the worker's concurrency). */
+  concurrency: number;
+  /** Whether the queue still holds the job (a batch a copy of one of its events would duplicate). */
+  jobExists(jobId: string): Promise<boolean>;
+  minIntervalMs?: number;
+}
+
+/** What a consumer does with one event; writes handed to `alongside` complete with its progress record. */
+export type EventProcessor<R> = (
+  event: EventEnvelope,
+  job: Job<EventJobData>,
+  alongside: (write: Promise<void>) => void,
+) => Promise<R>;
+
 /**
- * Records in MongoDB which events a consumer has finished (one bulk write for the jobs finished
- * together), so that what is unfinished survives the loss of everything Redis held.
+ * Runs a consumer's events, one job's or a batch's, and records in MongoDB which events it has finished
+ * (one bulk write for the events finished together), so that what is unfinished survives the loss of
+ * everything Redis held.
  */
 export class ConsumerProgress {
   private readonly finished: Coalescer<EventEnvelope>;
+  private readonly limit: LimitFunction;
 
   constructor(
     private readonly consumer: EventConsumer,
     private readonly eventStore: EventsRepository,
-    options: { minIntervalMs?: number } = { minIntervalMs: WORKER_RECORD_INTERVAL_MS },
+    private readonly options: ConsumerProgressOptions,
   ) {
-    this.finished = new Coalescer(
-      (events) => eventStore.recordFinished(events.map((event) => ({ event, consumer }))),
-      options,
-    );
+    this.finished = new Coalescer((events) => eventStore.recordFinished(events.map((event) => ({ event, consumer }))), {
+      minIntervalMs: options.minIntervalMs ?? WORKER_RECORD_INTERVAL_MS,
+    });
+    this.limit = pLimit(options.concurrency);
   }
 
   /**
-   * Wraps a consumer's processor: a republished copy of an event this consumer already finished does
-   * nothing; a finished job (or one that has used its last attempt) is recorded before BullMQ hears
-   * of it, so a completed job always has its record. Writes the processor hands to `alongside` (a
-   * delivery's attempt record) are awaited together with that record rather than before it: the job
-   * waits for one batch write, not two in a row, and still completes only once all are written.
+   * Wraps a consumer's per-event processor into the queue's. A batch runs its events side by side
+   * (within the consumer's concurrency); run again (a retry, or after a crash) it runs only those not
+   * yet finished. A republished copy of an event does nothing when the consumer finished it or when
+   * the batch it was published in is still queued (that batch runs it). Each finished event, or one
+   * whose job has used its last attempt, is recorded before BullMQ hears of the job, so a completed
+   * job always has its records. When some events of a batch fail, the job fails (and is retried)
+   * with the others recorded as finished.
    */
-  track<R>(
-    process: (job: Job<EventEnvelope>, alongside: (write: Promise<void>) => void) => Promise<R>,
-  ): (job: Job<EventEnvelope>) => Promise<R | { already_finished: true }> {
+  track<R>(process: EventProcessor<R>): (job: Job<EventJobData>) => Promise<R | R[] | { already_finished: true }> {
     return async (job) => {
-      if (job.name === REPUBLISHED_JOB && (await this.eventStore.isFinished(this.consumer, job.data)))
-        return { already_finished: true };
-      const writes: Promise<void>[] = [];
-      const alongside = (write: Promise<void>) => {
-        write.catch(() => {}); // awaited below; a failure before then is not an unhandled rejection
-        writes.push(write);
-      };
-      try {
-        const result = await process(job, alongside);
-        await Promise.all([...writes, this.finished.add(job.data)]);
-        return result;
-      } catch (error) {
-        // Given up: the failure stays visible (failed job, automation run); the event is no longer unfinished.
-        if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) await this.finished.add(job.data).catch(() => {});
-        throw error;
+      if (!isEventBatch(job.data)) {
+        if (job.name === REPUBLISHED_JOB && (await this.handledElsewhere(job.data))) return { already_finished: true };
+        return this.limit(() => this.runEvent(job.data as EventEnvelope, job, process));
       }
+      let events = job.data.events;
+      if (job.attemptsStarted > 1) {
+        const unfinished = await this.eventStore.unfinishedAmong(this.consumer, events);
+        events = events.filter((event) => unfinished.has(event.event_id));
+      }
+      const outcomes = await Promise.allSettled(
+        events.map((event) => this.limit(() => inEventTrace(event, () => this.runEvent(event, job, process)))),
+      );
+      const failure = outcomes.find((outcome) => outcome.status === 'rejected');
+      if (failure) throw failure.reason;
+      return outcomes.map((outcome) => (outcome as PromiseFulfilledResult<R>).value);
     };
+  }
+
+  /** A copy is redundant when the event is finished, or when the batch that carries it is still queued. */
+  private async handledElsewhere(event: EventEnvelope): Promise<boolean> {
+    const { finished, publishJob } = await this.eventStore.progressOf(this.consumer, event);
+    return finished || (publishJob !== undefined && (await this.options.jobExists(publishJob)));
+  }
+
+  private async runEvent<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
+    const writes: Promise<void>[] = [];
+    const alongside = (write: Promise<void>) => {
+      write.catch(() => {}); // awaited below; a failure before then is not an unhandled rejection
+      writes.push(write);
+    };
+    try {
+      const result = await process(event, job, alongside);
+      await Promise.all([...writes, this.finished.add(event)]);
+      return result;
+    } catch (error) {
+      // Given up: the failure stays visible (failed job, automation run); the event is no longer unfinished.
+      if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1)) await this.finished.add(event).catch(() => {});
+      throw error;
+    }
   }
 
   close(): Promise<void> {

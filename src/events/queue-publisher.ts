@@ -1,5 +1,13 @@
 import { Coalescer } from '../shared/coalesce.js';
-import { createEventProducer, publishEvents, type QueueSettings } from '../shared/queues.js';
+import {
+  createEventProducer,
+  createQueue,
+  eventBatchJobId,
+  jobStillQueued,
+  publishEventBatch,
+  publishEvents,
+  type QueueSettings,
+} from '../shared/queues.js';
 import { withTimeout } from '../shared/time.js';
 import { inPublishSpan } from '../telemetry/events.js';
 import { clearPublished, eventBytes } from './outbox.js';
@@ -7,7 +15,7 @@ import { EVENT_CONSUMERS, EventsRepository, type EventConsumer } from './reposit
 import type { Logger } from '../shared/logger.js';
 import type { EventEnvelope } from './envelope.js';
 import type { EventPublisher, OutboxCollection } from './publisher.js';
-import type { FlowProducer } from 'bullmq';
+import type { FlowProducer, Queue } from 'bullmq';
 import type { Db } from 'mongodb';
 
 /**
@@ -23,6 +31,11 @@ const FAST_PATH_TIMEOUT_MS = 2_000;
  * cost 0.08 per write. An event after a quiet moment leaves at once; none waits longer than this.
  */
 export const OUTBOX_MOVE_INTERVAL_MS = 25;
+/**
+ * After this long, a web process's move that recorded events but has not queued their batch has
+ * failed (its fast path gives up after FAST_PATH_TIMEOUT_MS): the relay publishes those events.
+ */
+export const MOVE_ABANDONED_MS = 30_000;
 
 type Recorded = { collection: OutboxCollection; documentId: string; events: EventEnvelope[] };
 
@@ -84,41 +97,114 @@ export class QueueEventPublisher implements EventPublisher {
    * Moves the events of many documents to `events`, publishes them (one round trip for all queues)
    * and clears them from their documents. Returns whether the queues took them; when not, they wait
    * in `events` for the relay. Throws only when MongoDB failed (the outbox then still holds them).
+   * `batch`: the web process's own move, whose events no one else has published, goes out as one
+   * batch job per queue; otherwise (the relay's, which may find events a move already published)
+   * each event goes out as a copy its consumers check first.
    */
   async publishAndClear(
     collection: OutboxCollection,
     documents: Array<{ documentId: string; companyId?: string; events: EventEnvelope[] }>,
+    options: { batch?: boolean } = {},
   ): Promise<boolean> {
     const events = documents.flatMap((document) => document.events);
-    return inPublishSpan(events, () => this.moveAndQueue(collection, documents, events));
+    return inPublishSpan(events, () => this.moveAndQueue(collection, documents, events, options.batch ?? false));
   }
 
   private async moveAndQueue(
     collection: OutboxCollection,
     documents: Array<{ documentId: string; companyId?: string; events: EventEnvelope[] }>,
     events: EventEnvelope[],
+    batch: boolean,
   ): Promise<boolean> {
     const connected = this.isConnected();
-    await this.eventStore.record(events, { queued: connected });
-    const queued = connected && (await this.enqueue(events.map((event) => ({ event, consumers: EVENT_CONSUMERS }))));
-    if (connected && !queued) await this.eventStore.markUnqueued(events);
+    const publishJob = batch && events.length > 0 ? eventBatchJobId(events) : undefined;
+    const recordedBefore = await this.eventStore.record(events, {
+      queued: connected,
+      ...(publishJob ? { publishJob } : {}),
+    });
+    // Whoever recorded an event first publishes it: a web process's move leaves the others to the relay
+    // that recorded them (in the outbox until it does); the relay works out its share below.
+    const own = events.filter((event) => !recordedBefore.has(event.event_id));
+    const share = publishJob ? { publish: own, clear: own } : await this.relayShare(events, recordedBefore);
+    const toClear = new Set(share.clear.map((event) => event.event_id));
+    let queued = connected;
+    if (connected && share.publish.length > 0) {
+      queued = publishJob
+        ? await this.enqueueBatch(share.publish, publishJob)
+        : await this.enqueue(
+            share.publish.map((event) => ({ event, consumers: EVENT_CONSUMERS })),
+            { republished: true },
+          );
+      if (!queued) await this.eventStore.markUnqueued(share.publish);
+    }
     await clearPublished(
       this.db.collection(collection),
-      documents.flatMap(({ documentId, companyId, events: published }) => {
-        const company = companyId ?? published[0]?.company_id;
-        return company
+      documents.flatMap(({ documentId, companyId, events: moved }) => {
+        const company = companyId ?? moved[0]?.company_id;
+        const cleared = moved.filter((event) => toClear.has(event.event_id));
+        return company && cleared.length > 0
           ? [
               {
                 documentId,
                 companyId: company,
-                eventIds: published.map((event) => event.event_id),
-                bytes: eventBytes(published),
+                eventIds: cleared.map((event) => event.event_id),
+                bytes: eventBytes(cleared),
               },
             ]
           : [];
       }),
     );
     return queued;
+  }
+
+  /**
+   * What the relay publishes (as copies) and clears of the events it found in outboxes. Those it
+   * recorded first are its own. One a web process's move recorded first (with its batch job): only
+   * cleared once that batch is queued; left alone while the move may still queue it (recorded less
+   * than MOVE_ABANDONED_MS ago); published and cleared after that (the move failed). One recorded first
+   * without a batch (another relay, a capped outbox): published and cleared (BullMQ adds a copy once).
+   */
+  private async relayShare(
+    events: EventEnvelope[],
+    recordedBefore: Set<string>,
+  ): Promise<{ publish: EventEnvelope[]; clear: EventEnvelope[] }> {
+    if (recordedBefore.size === 0) return { publish: events, clear: events };
+    const earlier = await this.eventStore.publishJobsOf(events.filter((event) => recordedBefore.has(event.event_id)));
+    const batchQueued = new Map<string, boolean>();
+    for (const { publish_job: job } of earlier.values())
+      if (job && !batchQueued.has(job)) batchQueued.set(job, await jobStillQueued(this.fanoutQueue(), job));
+    const abandonedBefore = Date.now() - MOVE_ABANDONED_MS;
+    const share = { publish: [] as EventEnvelope[], clear: [] as EventEnvelope[] };
+    for (const event of events) {
+      const doc = earlier.get(event.event_id);
+      const job = doc?.publish_job;
+      if (job && batchQueued.get(job)) share.clear.push(event);
+      else if (!job || !doc || doc.recorded_at.getTime() < abandonedBefore) {
+        share.publish.push(event);
+        share.clear.push(event);
+      }
+    }
+    return share;
+  }
+
+  private fanout: Queue | undefined;
+
+  /** A handle on the fan-out queue, to look up batches (the relay's only). */
+  private fanoutQueue(): Queue {
+    this.fanout ??= createQueue('hook-fanout', this.settings) as unknown as Queue;
+    return this.fanout;
+  }
+
+  /** Adds a move's events to every event queue as one batch job; false when Redis did not take them. */
+  private async enqueueBatch(events: EventEnvelope[], jobId: string): Promise<boolean> {
+    if (!this.isConnected()) return false;
+    try {
+      await publishEventBatch(this.producer, events, jobId);
+      return true;
+    } catch (error) {
+      this.logger.debug({ err: error, events: events.length }, 'queues did not take the events');
+      return false;
+    }
   }
 
   /** Hands just-recorded events to the next flush, a moment later; never throws, never delays the caller. */
@@ -130,9 +216,11 @@ export class QueueEventPublisher implements EventPublisher {
     await Promise.all(
       [...new Set(batch.map((entry) => entry.collection))].map((collection) => {
         const documents = batch.filter((entry) => entry.collection === collection);
-        return withTimeout(this.publishAndClear(collection, documents), FAST_PATH_TIMEOUT_MS).catch((error) => {
-          this.logger.debug({ err: error, documents: documents.length }, 'fast-path move failed; the relay will');
-        });
+        return withTimeout(this.publishAndClear(collection, documents, { batch: true }), FAST_PATH_TIMEOUT_MS).catch(
+          (error) => {
+            this.logger.debug({ err: error, documents: documents.length }, 'fast-path move failed; the relay will');
+          },
+        );
       }),
     );
   }
@@ -145,5 +233,6 @@ export class QueueEventPublisher implements EventPublisher {
   async close(): Promise<void> {
     await this.recorded.close(); // each batch is bounded by FAST_PATH_TIMEOUT_MS
     await this.producer.close();
+    await this.fanout?.close();
   }
 }

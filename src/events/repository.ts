@@ -27,6 +27,8 @@ export interface EventDoc {
   event: EventEnvelope;
   pending: EventConsumer[];
   unqueued?: true;
+  /** The job id of the batch the web process published the event in (both event queues), if it did. */
+  publish_job?: string;
   recorded_at: Date;
   /** occurred_at + retention: the TTL index removes the event some time after (reads never rely on when). */
   expires_at: Date;
@@ -90,10 +92,14 @@ export class EventsRepository {
 
   /**
    * Records events moved out of a document's outbox, in one round trip. An event recorded before (a
-   * move repeated after a crash) is left as it is: its consumers' progress is kept.
+   * move repeated after a crash, or by another process) is left as it is: its consumers' progress is
+   * kept. Returns the ids of those (whoever recorded an event first publishes it).
    */
-  async record(events: EventEnvelope[], options: { queued: boolean; now?: Date }): Promise<void> {
-    if (events.length === 0) return;
+  async record(
+    events: EventEnvelope[],
+    options: { queued: boolean; publishJob?: string; now?: Date },
+  ): Promise<Set<string>> {
+    if (events.length === 0) return new Set();
     const now = options.now ?? new Date();
     const docs: EventDoc[] = events.map((event) => {
       const occurredAt = new Date(event.occurred_at);
@@ -106,20 +112,35 @@ export class EventsRepository {
         event,
         pending: [...EVENT_CONSUMERS],
         ...(options.queued ? {} : { unqueued: true as const }),
+        ...(options.publishJob ? { publish_job: options.publishJob } : {}),
         recorded_at: now,
         expires_at: new Date(occurredAt.getTime() + this.retentionMs),
       };
     });
     try {
       await this.events.insertMany(docs, { ordered: false });
+      return new Set();
     } catch (error) {
-      const duplicatesOnly =
-        error instanceof MongoBulkWriteError &&
-        (Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors]).every(
-          (writeError) => writeError.code === 11000,
-        );
-      if (!duplicatesOnly) throw error;
+      if (!(error instanceof MongoBulkWriteError)) throw error;
+      const writeErrors = Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors];
+      if (!writeErrors.every((writeError) => writeError.code === 11000)) throw error;
+      return new Set(writeErrors.map((writeError) => docs[writeError.index]!._id));
     }
+  }
+
+  /** For events recorded before: the batch each was published in (if any) and when it was recorded. */
+  async publishJobsOf(events: EventRef[]): Promise<Map<string, Pick<EventDoc, 'publish_job' | 'recorded_at'>>> {
+    if (events.length === 0) return new Map();
+    const docs = await this.events
+      .find(
+        {
+          company_id: { $in: [...new Set(events.map((event) => event.company_id))] },
+          _id: { $in: events.map((event) => event.event_id) },
+        },
+        { projection: { publish_job: 1, recorded_at: 1 } },
+      )
+      .toArray();
+    return new Map(docs.map((doc) => [doc._id, doc]));
   }
 
   /** Events whose publishing failed wait for the relay (a later pass publishes everything `unqueued`). */
@@ -186,11 +207,35 @@ export class EventsRepository {
 
   /** Whether the consumer has already finished the event (an event gone past retention counts as finished). */
   async isFinished(consumer: EventConsumer, event: EventRef): Promise<boolean> {
-    const open = await this.events.findOne(
-      { company_id: event.company_id, _id: event.event_id, pending: consumer },
-      { projection: { _id: 1 } },
+    return (await this.progressOf(consumer, event)).finished;
+  }
+
+  /** Whether the consumer has finished the event, and the batch job it was published in (if any). */
+  async progressOf(consumer: EventConsumer, event: EventRef): Promise<{ finished: boolean; publishJob?: string }> {
+    const doc = await this.events.findOne(
+      { company_id: event.company_id, _id: event.event_id },
+      { projection: { pending: 1, publish_job: 1 } },
     );
-    return open === null;
+    return {
+      finished: !doc?.pending.includes(consumer),
+      ...(doc?.publish_job ? { publishJob: doc.publish_job } : {}),
+    };
+  }
+
+  /** Of these events, the ids of those the consumer has not finished (one query). */
+  async unfinishedAmong(consumer: EventConsumer, events: EventRef[]): Promise<Set<string>> {
+    if (events.length === 0) return new Set();
+    const open = await this.events
+      .find(
+        {
+          company_id: { $in: [...new Set(events.map((event) => event.company_id))] },
+          _id: { $in: events.map((event) => event.event_id) },
+          pending: consumer,
+        },
+        { projection: { _id: 1 } },
+      )
+      .toArray();
+    return new Set(open.map((doc) => doc._id));
   }
 
   /** A page of the events a consumer has not finished, in event id order (keyset on _id). */

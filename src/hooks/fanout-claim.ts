@@ -1,3 +1,4 @@
+import type { EventRef } from '../events/repository.js';
 import type { RedisClient } from '../shared/redis.js';
 
 /**
@@ -10,19 +11,21 @@ export interface FanOutClaimDeps {
   redis: RedisClient;
   /** QUEUE_PREFIX: claims live beside the queues. */
   prefix: string;
-  /** Whether the publisher's own fan-out job of this event (id = event_id) exists. */
-  publisherJobExists(eventId: string): Promise<boolean>;
+  /** Whether a publisher's own fan-out job of this event exists: its move's batch, or the relay's (id = event_id). */
+  publisherJobExists(event: EventRef): Promise<boolean>;
 }
 
 /**
- * Whether the fan-out job `jobId` may deliver event `eventId` (FanOutDeps.claim). The publisher's own
- * job (id = event_id) is the only one BullMQ admits for an event: no check. Any other id is the same
- * event added again by other means: it goes out only if the publisher's job does not exist and no
- * other copy claimed it first (SET NX GET, so the claimer itself may run again after a crash).
+ * Whether the fan-out job `jobId`, a job of one event, may deliver `event` (FanOutDeps.claim; a move's
+ * batch needs no claim: it is the publisher's job of its events). The job with id = event_id is the
+ * only one BullMQ admits under that id: no check (its consumer has checked the event's batch is gone).
+ * Any other id is the same event added again by other means: it goes out only if no publisher's job
+ * exists and no other copy claimed it first (SET NX GET, so the claimer itself may run again after a crash).
  */
-export async function claimFanOut(deps: FanOutClaimDeps, eventId: string, jobId: string): Promise<boolean> {
+export async function claimFanOut(deps: FanOutClaimDeps, event: EventRef, jobId: string): Promise<boolean> {
+  const eventId = event.event_id;
   if (jobId === eventId) return true;
-  if (await deps.publisherJobExists(eventId)) return false;
+  if (await deps.publisherJobExists(event)) return false;
   const claimedBy = await deps.redis.set(
     `${deps.prefix}:fanout-claim:${eventId}`,
     jobId,

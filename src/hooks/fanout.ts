@@ -18,7 +18,7 @@ export interface FanOutDeps {
    * the queue; also when it runs again after a crash), or the first copy under any other job id
    * while the publisher's job does not exist. Other copies are refused.
    */
-  claim(eventId: string): Promise<boolean>;
+  claim(event: EventEnvelope): Promise<boolean>;
   /** Makes the first attempt of one delivery (the hook as just read is passed along). */
   deliver(hook: HookDoc, job: DeliveryJob, jobId: string): Promise<void>;
 }
@@ -29,7 +29,7 @@ export interface FanOutDeps {
  * path. Only deliveries that need a retry become jobs of their own. A re-run fan-out sends again (at least once).
  */
 export async function fanOutEvent(event: EventEnvelope, deps: FanOutDeps): Promise<number> {
-  if (!(await deps.claim(event.event_id))) return 0;
+  if (!(await deps.claim(event))) return 0;
   const hooks = await deps.hooks.enabledFor(event);
   await Promise.all(
     hooks.map((hook) =>

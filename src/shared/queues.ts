@@ -22,12 +22,32 @@ export interface DeliveryJob {
   deferrals?: number;
 }
 
+/**
+ * The events of one move out of the outbox (the web process's after-response move): one job per
+ * event queue carries them all, so a move costs Redis two job adds however many events it holds.
+ */
+export interface EventBatch {
+  events: EventEnvelope[];
+}
+
+/** An event queue's job: a move's batch (EVENT_BATCH_JOB), or one event (added again, or by the relay). */
+export type EventJobData = EventBatch | EventEnvelope;
+
+export function isEventBatch(data: EventJobData): data is EventBatch {
+  return Array.isArray((data as Partial<EventBatch>).events);
+}
+
+/** The events a job of an event queue carries. */
+export function eventsOfJob(data: EventJobData): EventEnvelope[] {
+  return isEventBatch(data) ? data.events : [data];
+}
+
 /** The one registry of queue names and the payload each carries; both ends are type-checked against it. */
 export interface JobPayloads {
-  /** Every task event, for the automation worker. */
-  automations: EventEnvelope;
+  /** Every event, for the automation worker (it acts on task events). */
+  automations: EventJobData;
   /** Every event, fanned out by the hooks worker to the company's matching hooks. */
-  'hook-fanout': EventEnvelope;
+  'hook-fanout': EventJobData;
   /** One signed POST to one target. */
   deliveries: DeliveryJob;
 }
@@ -148,6 +168,41 @@ export function createEventProducer(settings: QueueSettings): FlowProducer {
 
 /** Job name of an event added again (relay of unqueued events, reconciler): its consumers check MongoDB first. */
 export const REPUBLISHED_JOB = 'republished';
+
+/** Whether the queue still holds the job, waiting, running, done or failed (kept a day once done). */
+export async function jobStillQueued(queue: Pick<Queue, 'getJobState'>, jobId: string): Promise<boolean> {
+  return (await queue.getJobState(jobId)) !== 'unknown';
+}
+
+/** Job name of a move's batch (EventBatch). */
+export const EVENT_BATCH_JOB = 'events';
+
+/**
+ * The job id of a move's batch, the same in each event queue: derived from its first event, which
+ * no other batch holds (the web process moves each event it recorded once). Recorded with the events
+ * (`publish_job`), so a later copy of one of them can tell whether its batch is still queued.
+ */
+export function eventBatchJobId(events: readonly EventEnvelope[]): string {
+  return `batch-${events[0]!.event_id}`;
+}
+
+/**
+ * Adds a move's events to every event queue as one batch job each, in one atomic round trip. The
+ * job continues the trace of the first event that has one (the publish span's, when it is in
+ * that trace); its consumers run every other event in that event's own trace.
+ */
+export async function publishEventBatch(producer: FlowProducer, events: EventEnvelope[], jobId: string): Promise<void> {
+  const traced = events.find((event) => event.traceparent);
+  const metadata = traced ? jobTraceMetadata(traced) : undefined;
+  await producer.addBulk(
+    EVENT_QUEUES.map((queueName) => ({
+      name: EVENT_BATCH_JOB,
+      queueName,
+      data: { events },
+      opts: { ...DEFAULT_JOB_OPTIONS, jobId, ...(metadata ? { telemetry: { metadata } } : {}) },
+    })),
+  );
+}
 
 /**
  * Adds each event to the queues of the consumers still to run it, with jobId = event_id, so a

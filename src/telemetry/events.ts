@@ -106,3 +106,16 @@ export function jobTraceMetadata(event: EventTraceContext): string | undefined {
   propagation.inject(source, carrier);
   return JSON.stringify(carrier);
 }
+
+/**
+ * Runs one event of a batch job in that event's trace: within the job's `process` span when the job
+ * continues the event's trace, else under the context stored with the event (none: a trace of its own),
+ * so one request's webhooks never land in another request's trace.
+ */
+export function inEventTrace<T>(event: EventTraceContext, fn: () => Promise<T>): Promise<T> {
+  if (!tracingStarted()) return fn();
+  const stored = storedContext(event);
+  const active = trace.getSpanContext(context.active());
+  if (stored && active && active.traceId === trace.getSpanContext(stored)!.traceId) return fn();
+  return context.with(stored ?? ROOT_CONTEXT, fn);
+}

@@ -5,7 +5,7 @@ import { AutomationsRepository } from '../../src/automations/repository.js';
 import { must } from '../../src/shared/must.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
-import { automationRuns, eventIdsOf, jobsDone, waitForRuns } from '../helpers/hooks.js';
+import { automationRuns, eventIdsOf, eventsFinished, waitForRuns } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 
@@ -236,7 +236,7 @@ describe('automations on task events', () => {
     // Every task's task.created went through the automations worker (the last one's at depth 3 too):
     // had that one run the rule, a fifth task would exist by now.
     const ids = await Promise.all(must(chain, 'the chain').map((task) => eventIdsOf(t, String(task._id))));
-    await jobsDone(t, 'automations', ids.flat());
+    await eventsFinished(t, 'automations', ids.flat());
     expect(await tasksOf(tenant.companyId)).toHaveLength(4);
     const runs = await automationRuns(t.app, tenant, rule.automation_id);
     expect(runs.map((run) => run.depth as number).sort()).toEqual([0, 1, 2]);

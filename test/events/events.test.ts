@@ -2,7 +2,15 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/events/envelope.js';
 import { clearPublished } from '../../src/events/outbox.js';
-import { createEventProducer, EVENT_QUEUES, publishEvents } from '../../src/shared/queues.js';
+import {
+  createEventProducer,
+  EVENT_BATCH_JOB,
+  EVENT_QUEUES,
+  eventsOfJob,
+  isEventBatch,
+  publishEvents,
+  type EventJobData,
+} from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
@@ -10,8 +18,8 @@ import type { EventEnvelope } from '../../src/events/envelope.js';
 
 let t: TestApp;
 let tenant: Tenant;
-let automationsQueue: Queue<EventEnvelope>;
-let fanoutQueue: Queue<EventEnvelope>;
+let automationsQueue: Queue<EventJobData>;
+let fanoutQueue: Queue<EventJobData>;
 
 beforeAll(async () => {
   t = await buildTestApp({ RATE_LIMIT_MAX: '1000000' }, { publisher: true });
@@ -26,10 +34,10 @@ afterAll(async () => {
 });
 
 /** Events queued for a record, oldest first (no worker runs in this file, so they stay waiting). */
-async function queuedEvents(queue: Queue<EventEnvelope>, id: string): Promise<EventEnvelope[]> {
+async function queuedEvents(queue: Queue<EventJobData>, id: string): Promise<EventEnvelope[]> {
   const jobs = await queue.getJobs(['waiting', 'active', 'completed', 'delayed', 'prioritized']);
   return jobs
-    .map((job) => job.data)
+    .flatMap((job) => eventsOfJob(job.data))
     .filter((event) => event.data.task_id === id || event.data.item_id === id)
     .sort((a, b) => (a.event_id < b.event_id ? -1 : 1));
 }
@@ -79,6 +87,39 @@ describe('events of task and item changes', () => {
     );
     const stored = await t.db.collection('tasks').findOne({ _id: id });
     expect(stored?.pending_events ?? []).toEqual([]);
+  });
+
+  it("the web process's move goes out as one batch job per event queue, recorded with each of its events", async () => {
+    const own = await createTenant(t.app);
+    const ids = (
+      await Promise.all(
+        Array.from({ length: 6 }, (_, i) =>
+          ext(t.app, own.key, 'POST', '/tasks', { title: `batched ${i}`, due_at: '2030-01-01T10:00:00Z' }),
+        ),
+      )
+    ).map((response) => response.json().task_id as string);
+    for (const id of ids) await settle('tasks', id);
+    const recorded = await t.db
+      .collection('events')
+      .find({ company_id: own.companyId })
+      .project<{ _id: string; publish_job?: string }>({ publish_job: 1 })
+      .toArray();
+    expect(recorded).toHaveLength(6);
+    const batchIds = [...new Set(recorded.map((doc) => doc.publish_job))];
+    expect(batchIds.every((id) => typeof id === 'string')).toBe(true);
+    expect(batchIds.length).toBeLessThan(6); // requests arriving together share a move
+    for (const queue of [automationsQueue, fanoutQueue]) {
+      const jobs = await Promise.all(batchIds.map((id) => queue.getJob(id!)));
+      for (const job of jobs) {
+        expect(job?.name).toBe(EVENT_BATCH_JOB);
+        const carried = eventsOfJob(job!.data);
+        expect(job!.id).toBe(`batch-${carried[0]!.event_id}`);
+        for (const event of carried)
+          expect(recorded.find((doc) => doc._id === event.event_id)?.publish_job).toBe(job!.id);
+      }
+      const carried = jobs.flatMap((job) => eventsOfJob(job!.data).map((event) => event.event_id));
+      expect(carried.sort()).toEqual(recorded.map((doc) => doc._id).sort());
+    }
   });
 
   it('item changes go to the hook fan-out with item.created and item.updated', async () => {
@@ -169,7 +210,9 @@ describe('the relay', () => {
       await publishEvents(producer, all);
       await publishEvents(producer, all, { republished: true });
       for (const queue of [automationsQueue, fanoutQueue]) {
-        const queued = (await queue.getJobs(['waiting'])).filter((job) => job.data.data.task_id === 'tsk_republished');
+        const queued = (await queue.getJobs(['waiting'])).filter(
+          (job) => !isEventBatch(job.data) && job.data.data.task_id === 'tsk_republished',
+        );
         expect(queued.map((job) => job.id).sort()).toEqual(events.map((event) => event.event_id).sort());
         expect(queued.every((job) => job.opts.attempts === 5 && job.opts.removeOnComplete !== undefined)).toBe(true);
       }

@@ -3,6 +3,7 @@ import { buildEvent } from '../../src/events/envelope.js';
 import { ConsumerProgress } from '../../src/events/progress.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { newId } from '../../src/shared/ids.js';
+import { EVENT_BATCH_JOB, eventBatchJobId, REPUBLISHED_JOB, type EventJobData } from '../../src/shared/queues.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { taskData } from '../helpers/events.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -19,11 +20,32 @@ beforeAll(async () => {
 afterAll(() => env.close());
 
 /** A recorded event and the fan-out job that carries it (the fields `track` reads). */
-async function recordedJob(): Promise<Job<EventEnvelope>> {
+async function recordedJob(): Promise<Job<EventJobData> & { data: EventEnvelope }> {
   const event = buildEvent('task.created', newId('company'), taskData({ id: newId('task') }));
   await events.record([event], { queued: true });
-  return { name: event.type, data: event, attemptsMade: 0, opts: { attempts: 3 } } as unknown as Job<EventEnvelope>;
+  return { name: event.type, data: event, attemptsMade: 0, attemptsStarted: 1, opts: { attempts: 3 } } as never;
 }
+
+/** `count` events recorded as one move's batch, and the batch job (as publishEventBatch adds it) on its first run. */
+async function recordedBatch(count: number): Promise<{ batch: EventEnvelope[]; job: Job<EventJobData> }> {
+  const company = newId('company');
+  const batch = Array.from({ length: count }, () =>
+    buildEvent('task.created', company, taskData({ id: newId('task') })),
+  );
+  const jobId = eventBatchJobId(batch);
+  await events.record(batch, { queued: true, publishJob: jobId });
+  const job = {
+    id: jobId,
+    name: EVENT_BATCH_JOB,
+    data: { events: batch },
+    attemptsMade: 0,
+    attemptsStarted: 1,
+    opts: { attempts: 3 },
+  };
+  return { batch, job: job as never };
+}
+
+const notQueued = { concurrency: 50, jobExists: async () => false };
 
 /** A write that completes when the test says so. */
 function pendingWrite() {
@@ -34,12 +56,12 @@ function pendingWrite() {
 
 describe('ConsumerProgress.track with writes alongside', () => {
   it('records the progress without waiting for them, and completes the job only once they are written', async () => {
-    const progress = new ConsumerProgress('hook-fanout', events);
+    const progress = new ConsumerProgress('hook-fanout', events, notQueued);
     const job = await recordedJob();
     const attemptWrite = pendingWrite();
     let settled = false;
     const done = progress
-      .track(async (_job, alongside) => {
+      .track(async (_event, _job, alongside) => {
         alongside(attemptWrite.promise);
         return 'sent';
       })(job)
@@ -56,13 +78,13 @@ describe('ConsumerProgress.track with writes alongside', () => {
   });
 
   it('fails the job when a write alongside fails, even one that fails before the processor returns', async () => {
-    const progress = new ConsumerProgress('hook-fanout', events);
+    const progress = new ConsumerProgress('hook-fanout', events, notQueued);
     const job = await recordedJob();
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     try {
-      const run = progress.track(async (_job, alongside) => {
+      const run = progress.track(async (_event, _job, alongside) => {
         alongside(Promise.reject(new Error('attempt not written')));
         await sleep(20); // the rejection happens while the processor still runs
         return 'sent';
@@ -74,5 +96,108 @@ describe('ConsumerProgress.track with writes alongside', () => {
       process.off('unhandledRejection', onUnhandled);
       await progress.close();
     }
+  });
+});
+
+describe("ConsumerProgress.track with a move's batch", () => {
+  it('runs every event of the batch and records each; run again, it runs only the unfinished ones', async () => {
+    const progress = new ConsumerProgress('automations', events, notQueued);
+    const { batch, job } = await recordedBatch(5);
+    const ran: string[] = [];
+    const processor = progress.track(async (event) => {
+      ran.push(event.event_id);
+      return event.event_id;
+    });
+    expect(await processor(job)).toEqual(batch.map((event) => event.event_id));
+    expect(ran.sort()).toEqual(batch.map((event) => event.event_id).sort());
+    await progress.close();
+    expect(await events.unfinishedAmong('automations', batch)).toEqual(new Set());
+    expect(await events.unfinishedAmong('hook-fanout', batch)).toEqual(new Set(batch.map((event) => event.event_id)));
+
+    // A stalled or retried run of the same job: the events finished before are not run again.
+    const again = new ConsumerProgress('automations', events, notQueued);
+    await events.recordFinished([]);
+    await events.record(batch, { queued: true }); // already recorded: kept as they are
+    const rerun = { ...job, attemptsStarted: 2 } as Job<EventJobData>;
+    ran.length = 0;
+    expect(await again.track(async (event) => ran.push(event.event_id))(rerun)).toEqual([]);
+    expect(ran).toEqual([]);
+    await again.close();
+  });
+
+  it('fails the job when one event fails, with the others recorded; the retry runs only the failed one', async () => {
+    const progress = new ConsumerProgress('hook-fanout', events, notQueued);
+    const { batch, job } = await recordedBatch(4);
+    const failing = batch[2]!.event_id;
+    const ran: string[] = [];
+    let failures = 0;
+    const processor = progress.track(async (event) => {
+      ran.push(event.event_id);
+      if (event.event_id === failing && failures++ === 0) throw new Error('receiver lookup failed');
+      return 'ok';
+    });
+    await expect(processor(job)).rejects.toThrow('receiver lookup failed');
+    await progress.close();
+    expect(await events.unfinishedAmong('hook-fanout', batch)).toEqual(new Set([failing]));
+
+    ran.length = 0;
+    expect(await processor({ ...job, attemptsMade: 1, attemptsStarted: 2 } as Job<EventJobData>)).toEqual(['ok']);
+    expect(ran).toEqual([failing]);
+    await progress.close();
+    expect(await events.unfinishedAmong('hook-fanout', batch)).toEqual(new Set());
+  });
+
+  it('records a failed event as finished once the batch has used its last attempt', async () => {
+    const progress = new ConsumerProgress('hook-fanout', events, notQueued);
+    const { batch, job } = await recordedBatch(2);
+    const last = { ...job, attemptsMade: 2, attemptsStarted: 3 } as Job<EventJobData>;
+    await expect(progress.track(async () => Promise.reject(new Error('down')))(last)).rejects.toThrow('down');
+    await progress.close();
+    expect(await events.unfinishedAmong('hook-fanout', batch)).toEqual(new Set());
+  });
+
+  it('keeps events in flight within its concurrency, however many jobs carry them', async () => {
+    const progress = new ConsumerProgress('automations', events, { concurrency: 3, jobExists: async () => false });
+    const [first, second] = [await recordedBatch(6), await recordedBatch(6)];
+    let inFlight = 0;
+    let most = 0;
+    const processor = progress.track(async () => {
+      most = Math.max(most, ++inFlight);
+      await sleep(5);
+      inFlight--;
+    });
+    await Promise.all([processor(first.job), processor(second.job)]);
+    expect(most).toBe(3);
+    await progress.close();
+  });
+
+  it('a republished copy of an event does nothing while its batch is queued, and runs once the batch is gone', async () => {
+    const { batch, job } = await recordedBatch(2);
+    const queued = new Set([job.id!]);
+    const progress = new ConsumerProgress('hook-fanout', events, {
+      concurrency: 10,
+      jobExists: async (jobId) => queued.has(jobId),
+    });
+    const event = batch[0]!;
+    const copy = {
+      id: event.event_id,
+      name: REPUBLISHED_JOB,
+      data: event,
+      attemptsMade: 0,
+      attemptsStarted: 1,
+      opts: { attempts: 5 },
+    };
+    const ran: string[] = [];
+    const processor = progress.track(async (run) => ran.push(run.event_id));
+    expect(await processor(copy as never)).toEqual({ already_finished: true });
+    expect(ran).toEqual([]);
+
+    queued.clear(); // Redis lost the batch (or it was removed): the copy is what runs the event
+    expect(await processor(copy as never)).toBe(1);
+    expect(ran).toEqual([event.event_id]);
+    await progress.close();
+    // ...and a copy of a finished event does nothing either.
+    expect(await processor(copy as never)).toEqual({ already_finished: true });
+    await progress.close();
   });
 });

@@ -6,6 +6,7 @@ import { buildTestApp, startTestWorkers, type TestApp } from './app.js';
 import { admin, ext, type Tenant } from './fixtures.js';
 import { waitFor } from './wait.js';
 import type { WorkerRole } from '../../src/config.js';
+import type { EventConsumer } from '../../src/events/repository.js';
 import type { FastifyInstance } from 'fastify';
 
 /**
@@ -59,10 +60,19 @@ export async function eventIdsOf(t: TestApp, resourceId: string, count = 1): Pro
 }
 
 /**
- * The positive signal before "nothing else arrived": the job `queue` ran for each id has finished.
- * A fan-out job (id = event_id) ends after every first attempt it made was answered; an automations
- * job after every automation the event triggered ran.
+ * The positive signal before "nothing else arrived": the consumer has finished each event (its record
+ * in `events` says so). The fan-out finishes an event after every first attempt it made was answered;
+ * the automations consumer after every automation the event triggered ran.
  */
+export async function eventsFinished(t: TestApp, consumer: EventConsumer, eventIds: string[]): Promise<void> {
+  await waitFor(
+    async () =>
+      (await t.db.collection('events').countDocuments({ _id: { $in: eventIds as never[] } })) === eventIds.length &&
+      (await t.db.collection('events').countDocuments({ _id: { $in: eventIds as never[] }, pending: consumer })) === 0,
+  );
+}
+
+/** The positive signal before "nothing else arrived" for other jobs: the job `queue` ran for each id has finished. */
 export async function jobsDone(t: TestApp, queue: QueueName, jobIds: string[]): Promise<void> {
   const handle = createQueue(queue, { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
   try {

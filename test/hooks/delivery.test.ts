@@ -4,7 +4,7 @@ import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
 import { taskData } from '../helpers/events.js';
 import { admin, createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
-import { eventIdsOf, hooksTestEnv, jobsDone } from '../helpers/hooks.js';
+import { eventIdsOf, hooksTestEnv, eventsFinished } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
 import { verifyWebhook } from './receiver.js';
 import type { TestApp } from '../helpers/app.js';
@@ -70,7 +70,7 @@ describe('REST hook delivery', () => {
 
     expect((await ext(t.app, tenant.key, 'DELETE', `/hooks/${hook.hook_id}`)).statusCode).toBe(204);
     const after = await createTask(t.app, tenant);
-    await jobsDone(t, 'hook-fanout', await eventIdsOf(t, after.task_id)); // its fan-out is over
+    await eventsFinished(t, 'hook-fanout', await eventIdsOf(t, after.task_id)); // its fan-out is over
     expect(inbox.requests).toHaveLength(1);
   });
 
@@ -99,7 +99,7 @@ describe('REST hook delivery', () => {
     const types = everything.requests.map((request) => JSON.parse(request.body).type).sort();
     expect(types).toEqual(['item.created', 'task.completed', 'task.created', 'task.updated']);
     await waitFor(() => completedOnly.requests.length === 1);
-    await jobsDone(
+    await eventsFinished(
       t,
       'hook-fanout',
       everything.requests.map((request) => request.id),

@@ -11,25 +11,27 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
+const ref = (eventId: string) => ({ event_id: eventId, company_id: 'cmp_claims' });
+
 function deps(publisherJob: boolean) {
   return { redis: t.redis, prefix: t.config.QUEUE_PREFIX, publisherJobExists: async () => publisherJob };
 }
 
 describe('which fan-out job of an event delivers it', () => {
   it("the publisher's own job (id = event_id) always does, without a claim", async () => {
-    expect(await claimFanOut(deps(true), 'evt_own', 'evt_own')).toBe(true);
-    expect(await claimFanOut(deps(true), 'evt_own', 'evt_own')).toBe(true); // run again after a crash
+    expect(await claimFanOut(deps(true), ref('evt_own'), 'evt_own')).toBe(true);
+    expect(await claimFanOut(deps(true), ref('evt_own'), 'evt_own')).toBe(true); // run again after a crash
     expect(await t.redis.exists(`${t.config.QUEUE_PREFIX}:fanout-claim:evt_own`)).toBe(0);
   });
 
   it("a copy under another id does not while the publisher's job exists", async () => {
-    expect(await claimFanOut(deps(true), 'evt_published', 'reconciled-1')).toBe(false);
+    expect(await claimFanOut(deps(true), ref('evt_published'), 'reconciled-1')).toBe(false);
   });
 
   it('without the publisher job, the first copy claims it (and may run again); later copies do not', async () => {
-    expect(await claimFanOut(deps(false), 'evt_copies', 'copy-a')).toBe(true);
-    expect(await claimFanOut(deps(false), 'evt_copies', 'copy-b')).toBe(false);
-    expect(await claimFanOut(deps(false), 'evt_copies', 'copy-a')).toBe(true);
+    expect(await claimFanOut(deps(false), ref('evt_copies'), 'copy-a')).toBe(true);
+    expect(await claimFanOut(deps(false), ref('evt_copies'), 'copy-b')).toBe(false);
+    expect(await claimFanOut(deps(false), ref('evt_copies'), 'copy-a')).toBe(true);
     const key = `${t.config.QUEUE_PREFIX}:fanout-claim:evt_copies`;
     expect(await t.redis.get(key)).toBe('copy-a');
     const ttl = await t.redis.ttl(key);

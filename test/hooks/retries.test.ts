@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { hookDeliveryJobId } from '../../src/hooks/fanout.js';
 import { must } from '../../src/shared/must.js';
 import { createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
-import { eventIdsOf, hooksTestEnv, jobsDone } from '../helpers/hooks.js';
+import { eventIdsOf, hooksTestEnv, eventsFinished, jobsDone } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
 import type { TestApp } from '../helpers/app.js';
 import type { Answer } from './receiver.js';
@@ -133,7 +133,7 @@ describe('retries', () => {
     await waitFor(async () => (await ext(t.app, tenant.key, 'GET', '/hooks')).json().length === 0);
     expectProblem(await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`), 404, 'not_found');
     const after = await createTask(t.app, tenant);
-    await jobsDone(t, 'hook-fanout', await eventIdsOf(t, after.task_id)); // its fan-out is over
+    await eventsFinished(t, 'hook-fanout', await eventIdsOf(t, after.task_id)); // its fan-out is over
     expect(inbox.requests).toHaveLength(1);
   });
 
