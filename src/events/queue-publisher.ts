@@ -2,10 +2,11 @@ import { Coalescer } from '../shared/coalesce.js';
 import {
   createEventProducer,
   createQueue,
-  eventBatchJobId,
   jobStillQueued,
-  publishEventBatch,
+  planEventBatches,
+  publishEventBatches,
   publishEvents,
+  type PlannedBatch,
   type QueueSettings,
 } from '../shared/queues.js';
 import { withTimeout } from '../shared/time.js';
@@ -117,20 +118,26 @@ export class QueueEventPublisher implements EventPublisher {
     batch: boolean,
   ): Promise<boolean> {
     const connected = this.isConnected();
-    const publishJob = batch && events.length > 0 ? eventBatchJobId(events) : undefined;
-    const recordedBefore = await this.eventStore.record(events, {
-      queued: connected,
-      ...(publishJob ? { publishJob } : {}),
-    });
+    const batches = batch ? planEventBatches(events, (event) => eventBytes([event])) : [];
+    const publishJobs = new Map(
+      batches.flatMap(({ jobId, events: carried }) => carried.map((event) => [event.event_id, jobId])),
+    );
+    const recordedBefore = await this.eventStore.record(events, { queued: connected, publishJobs });
     // Whoever recorded an event first publishes it: a web process's move leaves the others to the relay
     // that recorded them (in the outbox until it does); the relay works out its share below.
-    const own = events.filter((event) => !recordedBefore.has(event.event_id));
-    const share = publishJob ? { publish: own, clear: own } : await this.relayShare(events, recordedBefore);
+    const isOwn = (event: EventEnvelope) => !recordedBefore.has(event.event_id);
+    const share = batch
+      ? { publish: events.filter(isOwn), clear: events.filter(isOwn) }
+      : await this.relayShare(events, recordedBefore);
     const toClear = new Set(share.clear.map((event) => event.event_id));
     let queued = connected;
     if (connected && share.publish.length > 0) {
-      queued = publishJob
-        ? await this.enqueueBatch(share.publish, publishJob)
+      queued = batch
+        ? await this.enqueueBatches(
+            batches
+              .map((planned) => ({ ...planned, events: planned.events.filter(isOwn) }))
+              .filter((planned) => planned.events.length > 0),
+          )
         : await this.enqueue(
             share.publish.map((event) => ({ event, consumers: EVENT_CONSUMERS })),
             { republished: true },
@@ -195,14 +202,14 @@ export class QueueEventPublisher implements EventPublisher {
     return this.fanout;
   }
 
-  /** Adds a move's events to every event queue as one batch job; false when Redis did not take them. */
-  private async enqueueBatch(events: EventEnvelope[], jobId: string): Promise<boolean> {
+  /** Adds a move's batches to every event queue; false when Redis did not take them. */
+  private async enqueueBatches(batches: PlannedBatch[]): Promise<boolean> {
     if (!this.isConnected()) return false;
     try {
-      await publishEventBatch(this.producer, events, jobId);
+      await publishEventBatches(this.producer, batches);
       return true;
     } catch (error) {
-      this.logger.debug({ err: error, events: events.length }, 'queues did not take the events');
+      this.logger.debug({ err: error, batches: batches.length }, 'queues did not take the events');
       return false;
     }
   }

@@ -97,12 +97,14 @@ export class EventsRepository {
    */
   async record(
     events: EventEnvelope[],
-    options: { queued: boolean; publishJob?: string; now?: Date },
+    /** publishJobs: event id → the batch job the web process's move publishes it in. */
+    options: { queued: boolean; publishJobs?: ReadonlyMap<string, string>; now?: Date },
   ): Promise<Set<string>> {
     if (events.length === 0) return new Set();
     const now = options.now ?? new Date();
     const docs: EventDoc[] = events.map((event) => {
       const occurredAt = new Date(event.occurred_at);
+      const publishJob = options.publishJobs?.get(event.event_id);
       return {
         _id: event.event_id,
         company_id: event.company_id,
@@ -112,7 +114,7 @@ export class EventsRepository {
         event,
         pending: [...EVENT_CONSUMERS],
         ...(options.queued ? {} : { unqueued: true as const }),
-        ...(options.publishJob ? { publish_job: options.publishJob } : {}),
+        ...(publishJob ? { publish_job: publishJob } : {}),
         recorded_at: now,
         expires_at: new Date(occurredAt.getTime() + this.retentionMs),
       };

@@ -177,30 +177,65 @@ export async function jobStillQueued(queue: Pick<Queue, 'getJobState'>, jobId: s
 /** Job name of a move's batch (EventBatch). */
 export const EVENT_BATCH_JOB = 'events';
 
+/** One batch job: its id (the same in each event queue) and its events. */
+export interface PlannedBatch {
+  jobId: string;
+  events: EventEnvelope[];
+}
+
 /**
- * The job id of a move's batch, the same in each event queue: derived from its first event, which
- * no other batch holds (the web process moves each event it recorded once). Recorded with the events
- * (`publish_job`), so a later copy of one of them can tell whether its batch is still queued.
+ * A batch job holds at most this many bytes of events (JSON); a larger move goes out as several batch
+ * jobs, in the same round trip. Keeps each job a size Redis and a worker handle at ease (item events
+ * may carry up to 1 MiB of item each).
  */
+export const EVENT_BATCH_MAX_BYTES = 1024 * 1024;
+
+/**
+ * Splits a move's events into batch jobs of at most EVENT_BATCH_MAX_BYTES (at least one event each),
+ * each with its job id: `batch-<its first event_id>`, which no other batch has (the web process moves
+ * each event it recorded once). Recorded with the events (`publish_job`), so a later copy of one of
+ * them can tell whether its batch is still queued.
+ */
+export function planEventBatches(events: EventEnvelope[], sizeOf: (event: EventEnvelope) => number): PlannedBatch[] {
+  const batches: PlannedBatch[] = [];
+  let current: EventEnvelope[] = [];
+  let bytes = 0;
+  for (const event of events) {
+    const size = sizeOf(event);
+    if (current.length > 0 && bytes + size > EVENT_BATCH_MAX_BYTES) {
+      batches.push({ jobId: eventBatchJobId(current), events: current });
+      current = [];
+      bytes = 0;
+    }
+    current.push(event);
+    bytes += size;
+  }
+  if (current.length > 0) batches.push({ jobId: eventBatchJobId(current), events: current });
+  return batches;
+}
+
+/** The job id of a batch: `batch-<its first event_id>`. */
 export function eventBatchJobId(events: readonly EventEnvelope[]): string {
   return `batch-${events[0]!.event_id}`;
 }
 
 /**
- * Adds a move's events to every event queue as one batch job each, in one atomic round trip. The
- * job continues the trace of the first event that has one (the publish span's, when it is in
+ * Adds a move's batches to every event queue (one job per batch and queue), in one atomic round trip.
+ * Each job continues the trace of its first event that has one (the publish span's, when it is in
  * that trace); its consumers run every other event in that event's own trace.
  */
-export async function publishEventBatch(producer: FlowProducer, events: EventEnvelope[], jobId: string): Promise<void> {
-  const traced = events.find((event) => event.traceparent);
-  const metadata = traced ? jobTraceMetadata(traced) : undefined;
+export async function publishEventBatches(producer: FlowProducer, batches: PlannedBatch[]): Promise<void> {
   await producer.addBulk(
-    EVENT_QUEUES.map((queueName) => ({
-      name: EVENT_BATCH_JOB,
-      queueName,
-      data: { events },
-      opts: { ...DEFAULT_JOB_OPTIONS, jobId, ...(metadata ? { telemetry: { metadata } } : {}) },
-    })),
+    batches.flatMap(({ jobId, events }) => {
+      const traced = events.find((event) => event.traceparent);
+      const metadata = traced ? jobTraceMetadata(traced) : undefined;
+      return EVENT_QUEUES.map((queueName) => ({
+        name: EVENT_BATCH_JOB,
+        queueName,
+        data: { events },
+        opts: { ...DEFAULT_JOB_OPTIONS, jobId, ...(metadata ? { telemetry: { metadata } } : {}) },
+      }));
+    }),
   );
 }
 

@@ -8,6 +8,7 @@ import { newId } from '../../src/shared/ids.js';
 import {
   createQueue,
   EVENT_BATCH_JOB,
+  EVENT_BATCH_MAX_BYTES,
   eventBatchJobId,
   eventsOfJob,
   REPUBLISHED_JOB,
@@ -53,6 +54,38 @@ async function taskWithOutbox(count: number): Promise<{ id: string; pending: Eve
 const outboxOf = async (id: string) =>
   ((await env.db.collection('tasks').findOne({ _id: id as never }))?.pending_events ?? []) as EventEnvelope[];
 const ids = (list: EventEnvelope[]) => list.map((event) => event.event_id);
+/** The publish_job of events a move put in one batch. */
+const inOneBatch = (list: EventEnvelope[]) => new Map(list.map((event) => [event.event_id, eventBatchJobId(list)]));
+
+describe("a move's batches", () => {
+  it('go out as several batch jobs when the events outgrow one, each event recorded with its own', async () => {
+    const id = newId('task');
+    const big = 'x'.repeat(Math.ceil(EVENT_BATCH_MAX_BYTES * 0.6)); // two of these do not fit in one job
+    const pending = [big, big, 'small'].map((notes) =>
+      buildEvent('task.updated', company, taskData({ task_id: id, notes })),
+    );
+    await env.db.collection('tasks').insertOne({ _id: id as never, company_id: company, ...outboxOnInsert(pending) });
+    const document = { documentId: id, companyId: company, events: pending };
+    expect(await publisher.publishAndClear('tasks', [document], { batch: true })).toBe(true);
+
+    const expected = [[pending[0]!], [pending[1]!, pending[2]!]];
+    for (const carried of expected) {
+      const job = await fanout.getJob(eventBatchJobId(carried));
+      expect(ids(eventsOfJob(job!.data))).toEqual(ids(carried));
+    }
+    const recorded = await env.db
+      .collection('events')
+      .find({ _id: { $in: ids(pending) as never[] } })
+      .project<{ _id: string; publish_job: string }>({ publish_job: 1 })
+      .toArray();
+    expect(Object.fromEntries(recorded.map((doc) => [doc._id, doc.publish_job]))).toEqual({
+      [pending[0]!.event_id]: eventBatchJobId(expected[0]!),
+      [pending[1]!.event_id]: eventBatchJobId(expected[1]!),
+      [pending[2]!.event_id]: eventBatchJobId(expected[1]!),
+    });
+    expect(await outboxOf(id)).toEqual([]);
+  });
+});
 
 describe('a move and the relay on the same outbox', () => {
   it("the relay only clears events whose move's batch is queued (the move's process died before clearing)", async () => {
@@ -74,10 +107,10 @@ describe('a move and the relay on the same outbox', () => {
     const recent = await taskWithOutbox(1);
     const abandoned = await taskWithOutbox(1);
     // Both recorded by a move that never queued its batch; one of them long ago.
-    await events.record(recent.pending, { queued: true, publishJob: eventBatchJobId(recent.pending) });
+    await events.record(recent.pending, { queued: true, publishJobs: inOneBatch(recent.pending) });
     await events.record(abandoned.pending, {
       queued: true,
-      publishJob: eventBatchJobId(abandoned.pending),
+      publishJobs: inOneBatch(abandoned.pending),
       now: new Date(Date.now() - MOVE_ABANDONED_MS - 1_000),
     });
 

@@ -33,7 +33,7 @@ async function recordedBatch(count: number): Promise<{ batch: EventEnvelope[]; j
     buildEvent('task.created', company, taskData({ id: newId('task') })),
   );
   const jobId = eventBatchJobId(batch);
-  await events.record(batch, { queued: true, publishJob: jobId });
+  await events.record(batch, { queued: true, publishJobs: new Map(batch.map((event) => [event.event_id, jobId])) });
   const job = {
     id: jobId,
     name: EVENT_BATCH_JOB,
