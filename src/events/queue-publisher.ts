@@ -142,7 +142,12 @@ export class QueueEventPublisher implements EventPublisher {
             share.publish.map((event) => ({ event, consumers: EVENT_CONSUMERS })),
             { republished: true },
           );
-      if (!queued) await this.eventStore.markUnqueued(share.publish);
+    }
+    // Not queued: the relay queues them later. Those recorded just now already say so; ones recorded
+    // before (by a move that never queued them) are marked, since they leave the outbox now.
+    if (!queued) {
+      const unmarked = connected ? share.publish : share.publish.filter((event) => recordedBefore.has(event.event_id));
+      await this.eventStore.markUnqueued(unmarked);
     }
     await clearPublished(
       this.db.collection(collection),
@@ -177,9 +182,11 @@ export class QueueEventPublisher implements EventPublisher {
   ): Promise<{ publish: EventEnvelope[]; clear: EventEnvelope[] }> {
     if (recordedBefore.size === 0) return { publish: events, clear: events };
     const earlier = await this.eventStore.publishJobsOf(events.filter((event) => recordedBefore.has(event.event_id)));
+    // Without Redis no batch can be looked up: counted as not queued (a recent one is left alone).
     const batchQueued = new Map<string, boolean>();
     for (const { publish_job: job } of earlier.values())
-      if (job && !batchQueued.has(job)) batchQueued.set(job, await jobStillQueued(this.fanoutQueue(), job));
+      if (job && !batchQueued.has(job) && this.isConnected())
+        batchQueued.set(job, await jobStillQueued(this.fanoutQueue(), job));
     const abandonedBefore = Date.now() - MOVE_ABANDONED_MS;
     const share = { publish: [] as EventEnvelope[], clear: [] as EventEnvelope[] };
     for (const event of events) {

@@ -14,6 +14,7 @@ import {
   REPUBLISHED_JOB,
   type EventJobData,
 } from '../../src/shared/queues.js';
+import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { taskData } from '../helpers/events.js';
 import { waitFor } from '../helpers/wait.js';
@@ -140,5 +141,28 @@ describe('a move and the relay on the same outbox', () => {
     await relayPendingEvents(env.db, publisher, silent);
     expect((await fanout.getJob(relays.event_id))?.name).toBe(REPUBLISHED_JOB);
     expect(await outboxOf(task.id)).toEqual([]);
+  });
+
+  it("with Redis away, the relay marks a failed move's events unqueued as it takes them out of the outbox", async () => {
+    const down = createRequestPathRedis('redis://127.0.0.1:1'); // nothing listens there
+    down.on('error', () => {});
+    const offline = new QueueEventPublisher(env.db, { connection: down, prefix: env.config.QUEUE_PREFIX }, silent);
+    try {
+      const task = await taskWithOutbox(1);
+      // A move recorded the event long ago and died before queuing its batch.
+      await events.record(task.pending, {
+        queued: true,
+        publishJobs: inOneBatch(task.pending),
+        now: new Date(Date.now() - MOVE_ABANDONED_MS - 1_000),
+      });
+      await relayPendingEvents(env.db, offline, silent);
+      expect(await outboxOf(task.id)).toEqual([]);
+      // Not lost: the relay's next pass with Redis back queues everything `unqueued`.
+      const recorded = await env.db.collection('events').findOne({ _id: task.pending[0]!.event_id as never });
+      expect(recorded?.unqueued).toBe(true);
+    } finally {
+      await offline.close();
+      down.disconnect();
+    }
   });
 });
