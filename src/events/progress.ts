@@ -62,11 +62,12 @@ export class ConsumerProgress {
    */
   track<R>(process: EventProcessor<R>): (job: Job<EventJobData>) => Promise<R | R[] | { already_finished: true }> {
     return async (job) => {
-      if (!isEventBatch(job.data)) {
-        if (job.name === REPUBLISHED_JOB && (await this.handledElsewhere(job.data))) return { already_finished: true };
-        return this.limit(() => this.runEvent(job.data as EventEnvelope, job, process));
+      const data = job.data;
+      if (!isEventBatch(data)) {
+        if (job.name === REPUBLISHED_JOB && (await this.handledElsewhere(data))) return { already_finished: true };
+        return this.limit(() => this.runEvent(data, job, process));
       }
-      let events = job.data.events;
+      let events = data.events;
       if (job.attemptsStarted > 1) {
         const unfinished = await this.eventStore.unfinishedAmong(this.consumer, events);
         events = events.filter((event) => unfinished.has(event.event_id));

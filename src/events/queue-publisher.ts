@@ -7,6 +7,7 @@ import {
   publishEventBatches,
   publishEvents,
   type PlannedBatch,
+  type Queues,
   type QueueSettings,
 } from '../shared/queues.js';
 import { withTimeout } from '../shared/time.js';
@@ -16,7 +17,7 @@ import { EVENT_CONSUMERS, EventsRepository, type EventConsumer } from './reposit
 import type { Logger } from '../shared/logger.js';
 import type { EventEnvelope } from './envelope.js';
 import type { EventPublisher, OutboxCollection } from './publisher.js';
-import type { FlowProducer, Queue } from 'bullmq';
+import type { FlowProducer } from 'bullmq';
 import type { Db } from 'mongodb';
 
 /**
@@ -126,9 +127,8 @@ export class QueueEventPublisher implements EventPublisher {
     // Whoever recorded an event first publishes it: a web process's move leaves the others to the relay
     // that recorded them (in the outbox until it does); the relay works out its share below.
     const isOwn = (event: EventEnvelope) => !recordedBefore.has(event.event_id);
-    const share = batch
-      ? { publish: events.filter(isOwn), clear: events.filter(isOwn) }
-      : await this.relayShare(events, recordedBefore);
+    const own = batch ? events.filter(isOwn) : [];
+    const share = batch ? { publish: own, clear: own } : await this.relayShare(events, recordedBefore);
     const toClear = new Set(share.clear.map((event) => event.event_id));
     let queued = connected;
     if (connected && share.publish.length > 0) {
@@ -201,11 +201,11 @@ export class QueueEventPublisher implements EventPublisher {
     return share;
   }
 
-  private fanout: Queue | undefined;
+  private fanout: Queues['hook-fanout'] | undefined;
 
   /** A handle on the fan-out queue, to look up batches (the relay's only). */
-  private fanoutQueue(): Queue {
-    this.fanout ??= createQueue('hook-fanout', this.settings) as unknown as Queue;
+  private fanoutQueue(): Queues['hook-fanout'] {
+    this.fanout ??= createQueue('hook-fanout', this.settings);
     return this.fanout;
   }
 

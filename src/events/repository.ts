@@ -55,6 +55,14 @@ function resourceIdOf(event: EventEnvelope): string | null {
   return typeof id === 'string' ? id : null;
 }
 
+/** These events by id, scoped by their companies too (ids are unique anyway; the shard key stays in the filter). */
+function eventsFilter(events: EventRef[]): Filter<EventDoc> {
+  return {
+    company_id: { $in: [...new Set(events.map((event) => event.company_id))] },
+    _id: { $in: events.map((event) => event.event_id) },
+  };
+}
+
 /** The reconciler's record of the mark it last left in Redis (see reconciler.ts). */
 interface ReconcileMarkDoc {
   _id: 'redis';
@@ -134,13 +142,7 @@ export class EventsRepository {
   async publishJobsOf(events: EventRef[]): Promise<Map<string, Pick<EventDoc, 'publish_job' | 'recorded_at'>>> {
     if (events.length === 0) return new Map();
     const docs = await this.events
-      .find(
-        {
-          company_id: { $in: [...new Set(events.map((event) => event.company_id))] },
-          _id: { $in: events.map((event) => event.event_id) },
-        },
-        { projection: { publish_job: 1, recorded_at: 1 } },
-      )
+      .find(eventsFilter(events), { projection: { publish_job: 1, recorded_at: 1 } })
       .toArray();
     return new Map(docs.map((doc) => [doc._id, doc]));
   }
@@ -195,11 +197,7 @@ export class EventsRepository {
     await this.events.bulkWrite(
       [...byConsumer].map(([consumer, events]) => ({
         updateMany: {
-          // Scoped by the companies too (event ids are unique anyway; the shard key stays in the filter).
-          filter: {
-            company_id: { $in: [...new Set(events.map((event) => event.company_id))] },
-            _id: { $in: events.map((event) => event.event_id) },
-          },
+          filter: eventsFilter(events),
           update: { $pull: { pending: consumer } },
         },
       })),
@@ -228,14 +226,7 @@ export class EventsRepository {
   async unfinishedAmong(consumer: EventConsumer, events: EventRef[]): Promise<Set<string>> {
     if (events.length === 0) return new Set();
     const open = await this.events
-      .find(
-        {
-          company_id: { $in: [...new Set(events.map((event) => event.company_id))] },
-          _id: { $in: events.map((event) => event.event_id) },
-          pending: consumer,
-        },
-        { projection: { _id: 1 } },
-      )
+      .find({ ...eventsFilter(events), pending: consumer }, { projection: { _id: 1 } })
       .toArray();
     return new Set(open.map((doc) => doc._id));
   }
