@@ -28,6 +28,8 @@ export interface BenchOptions {
   items: number;
   /** Events fanned out in the webhook throughput scenario (and given to the bare worker). */
   webhookEvents: number;
+  /** Backlogs of each worker in the webhook scenario, taken in turns (--runs, else 5: its figures vary more than the request rows'). */
+  webhookRuns: number;
   /** Seconds of paced, not backlogged, webhook traffic for the latency figures. */
   webhookPacedSeconds: number;
   webhookPacedRate: number;
@@ -88,6 +90,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     connections: 10,
     items: quick ? 2_000 : 10_000,
     webhookEvents: quick ? 2_000 : 20_000,
+    webhookRuns: number('runs', quick ? 1 : 5),
     webhookPacedSeconds: quick ? 3 : 15,
     webhookPacedRate: 100,
     soakSeconds: number('soak', quick ? 10 : 60),

@@ -77,8 +77,41 @@ export class DeliveriesRepository {
     ]);
   }
 
-  /** Appends each attempt to its delivery record (created with the envelope on the first), in one round trip. */
+  /**
+   * Adds each attempt to its delivery record: a first attempt normally starts the record, inserted
+   * whole (an insert costs the driver and the server less than an upsert: the hooks worker's
+   * figure); a record that exists already (a delivery handed to the `deliveries` lane before its
+   * first attempt, a fan-out run again) and every later attempt are appended to. One round trip
+   * when the batch is all first attempts or all later ones, two otherwise.
+   */
   async recordAttempts(records: AttemptRecord[]): Promise<void> {
+    const starting: AttemptRecord[] = [];
+    const later: AttemptRecord[] = [];
+    const keys = new Set<string>();
+    for (const record of records) {
+      if (record.attempt.attempt === 1 && !keys.has(record.key)) starting.push(record);
+      else later.push(record);
+      keys.add(record.key);
+    }
+    // A started record's later attempts are appended after it; those found existing first of all.
+    const existing = await this.insertStarted(starting);
+    await this.appendAttempts([...existing, ...later]);
+  }
+
+  /** Inserts the records; returns those that existed already (duplicate key), to be appended to. */
+  private async insertStarted(records: AttemptRecord[]): Promise<AttemptRecord[]> {
+    if (records.length === 0) return [];
+    try {
+      await this.deliveries.insertMany(records.map(startedDelivery), { ordered: false });
+      return [];
+    } catch (error) {
+      const duplicates = duplicateKeyIndexes(error);
+      if (!duplicates) throw error;
+      return duplicates.flatMap((index) => records[index] ?? []);
+    }
+  }
+
+  private async appendAttempts(records: AttemptRecord[]): Promise<void> {
     let rest = records;
     for (let retry = 0; rest.length > 0; retry++) {
       try {
@@ -88,7 +121,7 @@ export class DeliveriesRepository {
       } catch (error) {
         // Two first attempts of one delivery at once: MongoDB does not retry this upsert itself (its filter names
         // company_id besides the unique _id), so the loser gets E11000. From that statement on, again: it now matches.
-        const failed = duplicateKeyAt(error);
+        const failed = duplicateKeyIndexes(error)?.[0];
         if (failed === undefined || retry >= 2) throw error;
         rest = rest.slice(failed);
       }
@@ -201,6 +234,25 @@ export class DeliveriesRepository {
   }
 }
 
+/** The record a delivery's first attempt starts: the same document attemptUpsert makes when it inserts. */
+function startedDelivery({ key, target, event, attempt, job }: AttemptRecord): DeliveryDoc {
+  return {
+    _id: key,
+    company_id: event.company_id,
+    ...target,
+    event_id: event.event_id,
+    event_type: event.type,
+    event,
+    attempts: [attempt],
+    next_attempt_at: attempt.next_retry_at,
+    job_id: job.id,
+    target: job.target,
+    attempts_made: attempt.attempt,
+    created_at: attempt.attempted_at,
+    updated_at: attempt.attempted_at,
+  };
+}
+
 function attemptUpsert({ key, target, event, attempt, job }: AttemptRecord): AnyBulkWriteOperation<DeliveryDoc> {
   return {
     updateOne: {
@@ -229,9 +281,13 @@ function attemptUpsert({ key, target, event, attempt, job }: AttemptRecord): Any
   };
 }
 
-/** The index of the statement an ordered bulk write stopped at on a duplicate key, if that is why it stopped. */
-function duplicateKeyAt(error: unknown): number | undefined {
+/**
+ * The statements a bulk write (or insertMany) failed on, when every failure is a duplicate key, in
+ * order (an ordered write stops at its first); undefined when anything else failed.
+ */
+function duplicateKeyIndexes(error: unknown): number[] | undefined {
   if (!(error instanceof MongoBulkWriteError)) return undefined;
-  const [first] = [error.writeErrors].flat();
-  return first?.code === 11000 ? first.index : undefined;
+  const failures = [error.writeErrors].flat();
+  if (failures.length === 0 || failures.some((failure) => failure.code !== 11000)) return undefined;
+  return failures.map((failure) => failure.index).sort((a, b) => a - b);
 }

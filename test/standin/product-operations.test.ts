@@ -383,6 +383,55 @@ describe('concurrent upserts', () => {
     expect(doc?.attempts.map((a: { attempt: number }) => a.attempt).sort()).toEqual([1, 2]);
   });
 
+  it('delivery attempts: a first attempt inserts its record, or appends to one that exists; later ones append', async () => {
+    const repository = new DeliveriesRepository(db);
+    const event = (id: string) => ({ ...envelope(id), type: 'item.created' }) as EventEnvelope;
+    const hook = { hook_id: 'hk_ins', automation_id: null } as const;
+    const job = (id: string) => ({ id: `job_${id}`, target: { kind: 'hook' as const, hook_id: 'hk_ins' } });
+    const attempt = (n: number, nextRetryAt: Date | null = null) => ({
+      attempt: n,
+      status_code: n === 1 ? 503 : 200,
+      error: n === 1 ? ('http_status' as const) : null,
+      duration_ms: 4,
+      succeeded: n !== 1,
+      next_retry_at: nextRetryAt,
+      attempted_at: at(n),
+      response_body: '',
+    });
+    // evt_old was handed to the deliveries lane first: its record exists before its first attempt.
+    await repository.recordScheduled({
+      key: 'hk_ins:evt_old',
+      target: hook,
+      event: event('evt_old'),
+      job: { id: 'job_evt_old', event: event('evt_old'), target: job('evt_old').target },
+    });
+    await repository.recordAttempts([
+      { key: 'hk_ins:evt_new', target: hook, event: event('evt_new'), attempt: attempt(1, at(9)), job: job('evt_new') },
+      { key: 'hk_ins:evt_old', target: hook, event: event('evt_old'), attempt: attempt(1), job: job('evt_old') },
+      { key: 'hk_ins:evt_new', target: hook, event: event('evt_new'), attempt: attempt(2), job: job('evt_new') },
+    ]);
+    // The inserted record is the document the upsert would have made, with both attempts in order.
+    expect(await db.collection('deliveries').findOne({ _id: 'hk_ins:evt_new' as never })).toEqual({
+      _id: 'hk_ins:evt_new',
+      company_id: 'c',
+      hook_id: 'hk_ins',
+      automation_id: null,
+      event_id: 'evt_new',
+      event_type: 'item.created',
+      event: event('evt_new'),
+      attempts: [attempt(1, at(9)), attempt(2)],
+      next_attempt_at: null,
+      job_id: 'job_evt_new',
+      target: { kind: 'hook', hook_id: 'hk_ins' },
+      attempts_made: 2,
+      created_at: at(1),
+      updated_at: at(2),
+    });
+    const old = await db.collection('deliveries').findOne({ _id: 'hk_ins:evt_old' as never });
+    expect(old).toMatchObject({ attempts: [attempt(1)], attempts_made: 1, next_attempt_at: null, updated_at: at(1) });
+    expect(await repository.recentAttempts('c', 'hk_ins', 10)).toHaveLength(3);
+  });
+
   it('idempotency claims and webhook secrets: one winner, everyone sees it', async () => {
     const claims = await Promise.all(
       Array.from({ length: 6 }, (_, n) => new IdempotencyRepository(n % 2 ? db : dbB).claim('key_race', 'k', 'h')),
