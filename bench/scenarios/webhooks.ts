@@ -235,9 +235,10 @@ function cpuRatioOf(ours: Throughput, bare: Throughput): number | undefined {
 export async function runWebhookScenarios(context: BenchContext, receiver: BenchReceiver): Promise<Row[]> {
   const { stack, seeded, options } = context;
   const settings = { connection: stack.redis, prefix: stack.queuePrefix };
-  // Long enough for both workers' code to be optimized: with 1,000 events ours ran its first measured
-  // backlogs at up to 1.7 times the CPU per delivery of its later ones (the bare worker's is less code).
-  const warmup = options.quick ? 100 : 5_000;
+  // Long enough for both workers to reach their steady state: after 1,000 or 5,000 events ours still ran its first
+  // measured backlog at 1.6-2.0 times the bare worker's CPU per delivery (1.87x, 1.89x, 2.00x; its fifth 1.26x-1.40x);
+  // after 40,000, its first at 1.20x and its fifth at 1.29x.
+  const warmup = options.quick ? 100 : 2 * options.webhookEvents;
   console.log('Webhook delivery');
   // The backlog's events belong to RECEIVERS companies, each with its hook: a worker process serves many
   // receivers, and each hook has at most HOOK_MAX_IN_FLIGHT_PER_HOOK (4) requests in flight (fairness), so
