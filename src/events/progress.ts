@@ -17,10 +17,7 @@ export const WORKER_RECORD_INTERVAL_MS = 10;
 
 /** Where a consumer's events are run: how many at once (across all its jobs), and how to tell a job still queued. */
 export interface ConsumerProgressOptions {
-  /**
-   * Events of this consumer processed at once in this process, whichever jobs carry them (the worker's
-   * concurrency). An event's records are written after its slot is free: waiting for a batch write is not work.
-   */
+  /** Events of this consumer in flight at once in this process, whichever jobs carry them (the worker's concurrency). */
   concurrency: number;
   /** Whether the queue still holds the job (a batch a copy of one of its events would duplicate). */
   jobExists(jobId: string): Promise<boolean>;
@@ -68,7 +65,7 @@ export class ConsumerProgress {
       const data = job.data;
       if (!isEventBatch(data)) {
         if (job.name === REPUBLISHED_JOB && (await this.handledElsewhere(data))) return { already_finished: true };
-        return this.runEvent(data, job, process);
+        return this.limit(() => this.runEvent(data, job, process));
       }
       let events = data.events;
       if (job.attemptsStarted > 1) {
@@ -76,7 +73,7 @@ export class ConsumerProgress {
         events = events.filter((event) => unfinished.has(event.event_id));
       }
       const outcomes = await Promise.allSettled(
-        events.map((event) => inEventTrace(event, () => this.runEvent(event, job, process))),
+        events.map((event) => this.limit(() => inEventTrace(event, () => this.runEvent(event, job, process)))),
       );
       const failure = outcomes.find((outcome) => outcome.status === 'rejected');
       if (failure) throw failure.reason;
@@ -97,9 +94,7 @@ export class ConsumerProgress {
       writes.push(write);
     };
     try {
-      // The slot is held while the event is processed, not while its records wait for their batch write: held
-      // that long, the hooks worker's 50 slots capped it at 3,700 deliveries/s; freed, 6,500 (npm run bench).
-      const result = await this.limit(() => process(event, job, alongside));
+      const result = await process(event, job, alongside);
       await Promise.all([...writes, this.finished.add(event)]);
       return result;
     } catch (error) {

@@ -171,31 +171,6 @@ describe("ConsumerProgress.track with a move's batch", () => {
     await progress.close();
   });
 
-  it("frees an event's slot once it is processed, while its records are still being written", async () => {
-    const progress = new ConsumerProgress('hook-fanout', events, { concurrency: 1, jobExists: async () => false });
-    const { batch, job } = await recordedBatch(2);
-    const firstRecord = pendingWrite();
-    const started: string[] = [];
-    let settled = false;
-    const done = progress
-      .track(async (event, _job, alongside) => {
-        started.push(event.event_id);
-        if (event.event_id === batch[0]!.event_id) alongside(firstRecord.promise);
-      })(job)
-      .finally(() => (settled = true));
-
-    // The one slot serves the second event while the first one's record is still under way...
-    expect(await waitFor(() => started.length === 2, 5_000)).toBe(true);
-    expect(await waitFor(() => events.isFinished('hook-fanout', batch[1]!), 5_000)).toBe(true);
-    // ...and the job completes only once that record is written.
-    await sleep(50);
-    expect(settled).toBe(false);
-    firstRecord.resolve();
-    await done;
-    expect(await events.unfinishedAmong('hook-fanout', batch)).toEqual(new Set());
-    await progress.close();
-  });
-
   it('a republished copy of an event does nothing while its batch is queued, and runs once the batch is gone', async () => {
     const { batch, job } = await recordedBatch(2);
     const queued = new Set([job.id!]);
