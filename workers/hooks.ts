@@ -22,19 +22,20 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
   const { repos, queues } = container;
   const connection = createWorkerRedis(config.REDIS_URL);
   const settings = { connection, prefix: config.QUEUE_PREFIX, lockMs: config.JOB_LOCK_MS, logger };
+  const fanOutJobQueued = (jobId: string) => jobStillQueued(queues['hook-fanout'], jobId);
   // One event in flight per HOOK_CONCURRENCY slot, however many events each fan-out job carries.
   const progress = new ConsumerProgress('hook-fanout', repos.events, {
     concurrency: config.HOOK_CONCURRENCY,
-    jobExists: (jobId) => jobStillQueued(queues['hook-fanout'], jobId),
+    jobExists: fanOutJobQueued,
   });
   const deliveries = queues.deliveries;
   const claimDeps: FanOutClaimDeps = {
     redis: connection,
     prefix: config.QUEUE_PREFIX,
     publisherJobExists: async (event) => {
-      if (await jobStillQueued(queues['hook-fanout'], event.event_id)) return true;
+      if (await fanOutJobQueued(event.event_id)) return true;
       const { publishJob } = await repos.events.progressOf('hook-fanout', event);
-      return publishJob !== undefined && (await jobStillQueued(queues['hook-fanout'], publishJob));
+      return publishJob !== undefined && (await fanOutJobQueued(publishJob));
     },
   };
   const sender = new WebhookSender(container.services.targetGuard, config.HOOK_TIMEOUT_MS);

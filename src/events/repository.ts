@@ -1,5 +1,6 @@
-import { MongoBulkWriteError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
+import { type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
+import { duplicateKeyIndexes } from '../shared/mongo.js';
 import { EVENT_QUEUES, type EventQueue } from '../shared/queues.js';
 import type { EventEnvelope, EventType } from './envelope.js';
 
@@ -131,10 +132,9 @@ export class EventsRepository {
       await this.events.insertMany(docs, { ordered: false });
       return new Set();
     } catch (error) {
-      if (!(error instanceof MongoBulkWriteError)) throw error;
-      const writeErrors = Array.isArray(error.writeErrors) ? error.writeErrors : [error.writeErrors];
-      if (!writeErrors.every((writeError) => writeError.code === 11000)) throw error;
-      return new Set(writeErrors.map((writeError) => docs[writeError.index]!._id));
+      const duplicates = duplicateKeyIndexes(error);
+      if (!duplicates) throw error;
+      return new Set(duplicates.flatMap((index) => docs[index]?._id ?? []));
     }
   }
 

@@ -1,5 +1,6 @@
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
+import { type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
+import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
 import type { WebhookEnvelope, WebhookEventType } from '../events/envelope.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
@@ -162,7 +163,7 @@ export class DeliveriesRepository {
       await write();
     } catch (error) {
       // Lost a first-insert race with an attempt of the same delivery (see recordAttempts): it matches now.
-      if ((error as { code?: unknown }).code !== 11000) throw error;
+      if (!isDuplicateKeyError(error)) throw error;
       await write();
     }
   }
@@ -279,15 +280,4 @@ function attemptUpsert({ key, target, event, attempt, job }: AttemptRecord): Any
       upsert: true,
     },
   };
-}
-
-/**
- * The statements a bulk write (or insertMany) failed on, when every failure is a duplicate key, in
- * order (an ordered write stops at its first); undefined when anything else failed.
- */
-function duplicateKeyIndexes(error: unknown): number[] | undefined {
-  if (!(error instanceof MongoBulkWriteError)) return undefined;
-  const failures = [error.writeErrors].flat();
-  if (failures.length === 0 || failures.some((failure) => failure.code !== 11000)) return undefined;
-  return failures.map((failure) => failure.index).sort((a, b) => a - b);
 }

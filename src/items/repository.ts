@@ -1,11 +1,11 @@
-import { MongoBulkWriteError, type Collection, type Db, type Filter } from 'mongodb';
+import { type Collection, type Db, type Filter } from 'mongodb';
 import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { EventsRepository } from '../events/repository.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
 import { companyScopedKey } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
-import { isDuplicateKeyError } from '../shared/mongo.js';
+import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../events/envelope.js';
 import type { CustomValues } from './custom-fields.js';
@@ -133,10 +133,9 @@ export class ItemsRepository {
     try {
       await this.collection.insertMany(docs, { ordered: false });
     } catch (error) {
-      if (!(error instanceof MongoBulkWriteError)) throw error;
-      const writeErrors = [error.writeErrors].flat();
-      if (writeErrors.some((writeError) => writeError.code !== 11000)) throw error;
-      for (const writeError of writeErrors) outcome[writeError.index] = new ExternalIdTakenError();
+      const duplicates = duplicateKeyIndexes(error);
+      if (!duplicates) throw error;
+      for (const index of duplicates) outcome[index] = new ExternalIdTakenError();
     }
     return outcome;
   }

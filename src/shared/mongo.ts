@@ -1,4 +1,5 @@
 import {
+  MongoBulkWriteError,
   MongoClient,
   MongoNetworkError,
   MongoServerError,
@@ -49,6 +50,17 @@ export function isMongoUnavailable(error: unknown): boolean {
 
 export function isDuplicateKeyError(error: unknown): error is MongoServerError {
   return error instanceof MongoServerError && error.code === 11000;
+}
+
+/**
+ * The statements a bulk write (or insertMany) failed on, when every failure is a duplicate key, in
+ * order (an ordered write stops at its first); undefined when any statement failed otherwise.
+ */
+export function duplicateKeyIndexes(error: unknown): number[] | undefined {
+  if (!(error instanceof MongoBulkWriteError)) return undefined;
+  const failures = [error.writeErrors].flat();
+  if (failures.some((failure) => failure.code !== 11000)) return undefined;
+  return failures.map((failure) => failure.index).sort((a, b) => a - b);
 }
 
 /** Resolves within `timeoutMs` with whether MongoDB answered a ping. */

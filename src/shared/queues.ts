@@ -37,11 +37,6 @@ export function isEventBatch(data: EventJobData): data is EventBatch {
   return Array.isArray((data as Partial<EventBatch>).events);
 }
 
-/** The events a job of an event queue carries. */
-export function eventsOfJob(data: EventJobData): EventEnvelope[] {
-  return isEventBatch(data) ? data.events : [data];
-}
-
 /** The one registry of queue names and the payload each carries; both ends are type-checked against it. */
 export interface JobPayloads {
   /** Every event, for the automation worker (it acts on task events). */

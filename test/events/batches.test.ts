@@ -10,13 +10,12 @@ import {
   EVENT_BATCH_JOB,
   EVENT_BATCH_MAX_BYTES,
   eventBatchJobId,
-  eventsOfJob,
   REPUBLISHED_JOB,
   type EventJobData,
 } from '../../src/shared/queues.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
-import { taskData } from '../helpers/events.js';
+import { eventsOfJob, taskData } from '../helpers/events.js';
 import { waitFor } from '../helpers/wait.js';
 import type { EventsRepository } from '../../src/events/repository.js';
 import type { Queue } from 'bullmq';

@@ -6,12 +6,12 @@ import {
   createEventProducer,
   EVENT_BATCH_JOB,
   EVENT_QUEUES,
-  eventsOfJob,
   isEventBatch,
   publishEvents,
   type EventJobData,
 } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
+import { eventsOfJob } from '../helpers/events.js';
 import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';

@@ -1,4 +1,6 @@
+import { isEventBatch, type EventJobData } from '../../src/shared/queues.js';
 import { taskSchema } from '../../src/tasks/schemas.js';
+import type { EventEnvelope } from '../../src/events/envelope.js';
 
 /**
  * A task in API shape (the reference's example) with the given fields: what an event built by a test
@@ -6,4 +8,9 @@ import { taskSchema } from '../../src/tasks/schemas.js';
  */
 export function taskData(fields: Record<string, unknown> = {}): Record<string, unknown> {
   return { ...(taskSchema.meta()?.example as Record<string, unknown>), ...fields };
+}
+
+/** The events a job of an event queue carries: a move's batch, or one event. */
+export function eventsOfJob(data: EventJobData): EventEnvelope[] {
+  return isEventBatch(data) ? data.events : [data];
 }
