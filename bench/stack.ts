@@ -71,7 +71,13 @@ export function profileArgs(options: BenchOptions, name: string): string[] {
 export const HOOK_CONCURRENCY = 50;
 
 /** The OpenTelemetry preload every process starts with, as in production (it does nothing unless configured). */
-const preload = () => ['--import', compiled('src/telemetry/preload.ts')];
+/** The node flags of `npm start` and `npm run worker` (package.json), with the preload compiled for the benchmark. */
+const preload = () => [
+  '--min-semi-space-size=16',
+  '--max-semi-space-size=16',
+  '--import',
+  compiled('src/telemetry/preload.ts'),
+];
 
 export async function startStack(options: BenchOptions, children: Children): Promise<Stack> {
   // The stand-in keeps every record of the run in memory (items, tasks and their event records from every

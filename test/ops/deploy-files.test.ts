@@ -5,6 +5,8 @@ import { parse } from 'yaml';
 
 /** OpenTelemetry's preload (src/telemetry/preload.ts): before the entry point, so instrumentation sees every import. */
 const PRELOAD = './dist/src/telemetry/preload.js';
+/** A young generation of fixed size: docs/operations.md ("Memory"). */
+const NODE_FLAGS = ['--min-semi-space-size=16', '--max-semi-space-size=16'];
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 
 // No Docker engine runs on the build machines, so `docker compose config` cannot; these checks hold the
@@ -13,8 +15,14 @@ describe('deployment files', () => {
   it('docker-compose.yml runs node directly under an init, and persists Redis', () => {
     const compose = parse(read('docker-compose.yml'), { merge: true });
     expect(Object.keys(compose.services).sort()).toEqual(['mongo', 'redis', 'web', 'worker']);
-    expect(compose.services.web.command).toEqual(['node', '--import', PRELOAD, 'dist/src/server.js']);
-    expect(compose.services.worker.command).toEqual(['node', '--import', PRELOAD, 'dist/workers/main.js']);
+    expect(compose.services.web.command).toEqual(['node', ...NODE_FLAGS, '--import', PRELOAD, 'dist/src/server.js']);
+    expect(compose.services.worker.command).toEqual([
+      'node',
+      ...NODE_FLAGS,
+      '--import',
+      PRELOAD,
+      'dist/workers/main.js',
+    ]);
     for (const service of ['web', 'worker']) {
       expect(compose.services[service].build).toBe('.');
       expect(compose.services[service].init).toBe(true);
@@ -25,6 +33,9 @@ describe('deployment files', () => {
     expect(compose.services.redis.command.join(' ')).toMatch(/--appendonly yes/);
     // npm is fine where the platform signals every process of the dyno (Heroku-style), not as a container's PID 1.
     expect(read('Procfile').trim().split('\n')).toEqual(['web: npm start', 'worker: npm run worker']);
+    const { scripts } = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
+    expect(scripts.start).toBe(['node', ...NODE_FLAGS, '--import', PRELOAD, 'dist/src/server.js'].join(' '));
+    expect(scripts.worker).toBe(['node', ...NODE_FLAGS, '--import', PRELOAD, 'dist/workers/main.js'].join(' '));
   });
 
   it('the Dockerfile is multi-stage on Node LTS, production dependencies only, non-root, node in exec form', () => {
@@ -37,7 +48,7 @@ describe('deployment files', () => {
     expect(dockerfile).toMatch(/^USER (?!root)\w+/m);
     expect(dockerfile).toMatch(/COPY --from=build/);
     expect(dockerfile).toMatch(
-      /^CMD \["node", "--import", "\.\/dist\/src\/telemetry\/preload\.js", "dist\/src\/server\.js"\]$/m,
+      /^CMD \["node", "--min-semi-space-size=16", "--max-semi-space-size=16", "--import", "\.\/dist\/src\/telemetry\/preload\.js", "dist\/src\/server\.js"\]$/m,
     );
   });
 
