@@ -1,6 +1,6 @@
 import { context, trace, type Span } from '@opentelemetry/api';
 import { describe, expect, it, vi } from 'vitest';
-import { mongoStatement } from './sdk.js';
+import { batchOptionsFromEnv, mongoStatement, SPAN_EXPORT_DELAY_MS } from './sdk.js';
 
 const command = { insert: 'tasks', documents: [{ _id: 'tsk_1', title: 'Call back', pending_events: [{ n: 1 }] }] };
 
@@ -48,3 +48,15 @@ function withActive<T>(span: Span, fn: () => T): T {
     active.mockRestore();
   }
 }
+
+describe('the batch span processor', () => {
+  it('exports finished spans after SPAN_EXPORT_DELAY_MS (not the SDK default of 5 s) unless OTEL_BSP_SCHEDULE_DELAY is set', () => {
+    expect(SPAN_EXPORT_DELAY_MS).toBeLessThan(5_000);
+    expect(batchOptionsFromEnv({})).toEqual({ scheduledDelayMillis: SPAN_EXPORT_DELAY_MS });
+    expect(batchOptionsFromEnv({ OTEL_BSP_SCHEDULE_DELAY: ' ' })).toEqual({
+      scheduledDelayMillis: SPAN_EXPORT_DELAY_MS,
+    });
+    // The operator's setting is left for the SDK to read, like the other OTEL_BSP_* variables.
+    expect(batchOptionsFromEnv({ OTEL_BSP_SCHEDULE_DELAY: '5000' })).toEqual({});
+  });
+});
