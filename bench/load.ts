@@ -93,6 +93,8 @@ export interface CompareSettings {
   warmupSeconds: number;
   runSeconds: number;
   connections: number;
+  /** Both sides at this many requests per second (--rate), unless a target sets its own. */
+  overallRate?: number;
 }
 
 /**
@@ -106,15 +108,19 @@ export async function compare(
   settings: CompareSettings,
 ): Promise<Comparison> {
   process.stdout.write(`  ${label}: warm-up`);
-  await fire(await ours(), settings.warmupSeconds, settings.connections);
-  await fire(await baseline(), settings.warmupSeconds, settings.connections);
+  const paced = async (side: () => Promise<LoadTarget> | LoadTarget) => {
+    const target = await side();
+    return settings.overallRate && !target.overallRate ? { ...target, overallRate: settings.overallRate } : target;
+  };
+  await fire(await paced(ours), settings.warmupSeconds, settings.connections);
+  await fire(await paced(baseline), settings.warmupSeconds, settings.connections);
   const oursRuns: Figures[] = [];
   const baselineRuns: Figures[] = [];
   let oursLast: Figures | undefined;
   let baselineLast: Figures | undefined;
   for (let run = 0; run < settings.runs; run++) {
-    oursLast = await fire(await ours(), settings.runSeconds, settings.connections);
-    baselineLast = await fire(await baseline(), settings.runSeconds, settings.connections);
+    oursLast = await fire(await paced(ours), settings.runSeconds, settings.connections);
+    baselineLast = await fire(await paced(baseline), settings.runSeconds, settings.connections);
     oursRuns.push(oursLast);
     baselineRuns.push(baselineLast);
     process.stdout.write(`, run ${run + 1}: ${oursLast.rps.toFixed(0)} vs ${baselineLast.rps.toFixed(0)} req/s`);

@@ -24,6 +24,12 @@ export interface BenchOptions {
   runSeconds: number;
   /** autocannon connections, the same for our route and its baseline. */
   connections: number;
+  /**
+   * --rate: both sides of every request comparison at this many requests per second instead of as fast as
+   * they answer. CPU per request is then measured below saturation, where it moves less between runs
+   * (the req/s ratio reads 1.0 then).
+   */
+  rate?: number;
   /** Items in the benchmark company (list, get and PATCH scenarios). */
   items: number;
   /** Events fanned out in the webhook throughput scenario (and given to the bare worker). */
@@ -45,7 +51,7 @@ export interface BenchOptions {
   deadlineSeconds: number;
 }
 
-const USAGE = `usage: npm run bench -- [--quick] [--profile] [--only=${SCENARIO_GROUPS.join(',')}] [--runs=N] [--duration=S] [--soak=S]`;
+const USAGE = `usage: npm run bench -- [--quick] [--profile] [--only=${SCENARIO_GROUPS.join(',')}] [--runs=N] [--duration=S] [--rate=N] [--soak=S]`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const flags = new Map<string, string>();
@@ -58,7 +64,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (name === undefined) throw new Error(`unknown argument ${arg}\n${USAGE}`);
     flags.set(name, value ?? 'true');
   }
-  const known = new Set(['quick', 'profile', 'only', 'runs', 'duration', 'soak']);
+  const known = new Set(['quick', 'profile', 'only', 'runs', 'duration', 'rate', 'soak']);
   for (const flag of flags.keys()) if (!known.has(flag)) throw new Error(`unknown option --${flag}\n${USAGE}`);
 
   const quick = flags.get('quick') === 'true';
@@ -88,6 +94,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     warmupSeconds: quick ? 1 : 3,
     runSeconds: number('duration', quick ? 3 : 8),
     connections: 10,
+    ...(flags.has('rate') ? { rate: number('rate', 0) } : {}),
     items: quick ? 2_000 : 10_000,
     webhookEvents: quick ? 2_000 : 20_000,
     webhookRuns: number('runs', quick ? 1 : 5),

@@ -95,7 +95,7 @@ function printProfiles(outDir: string): void {
 
 function describe(stack: Stack, opts: BenchOptions): string {
   return [
-    `mode ${opts.quick ? '--quick' : 'full'}; ${opts.runs} run(s) of ${opts.runSeconds} s per side after ${opts.warmupSeconds} s warm-up; ${opts.connections} connections`,
+    `mode ${opts.quick ? '--quick' : 'full'}; ${opts.runs} run(s) of ${opts.runSeconds} s per side after ${opts.warmupSeconds} s warm-up; ${opts.connections} connections${opts.rate ? `, both sides at ${opts.rate} req/s (--rate)` : ''}`,
     `MongoDB: ${stack.mongo.kind === 'stand-in' ? 'the in-memory stand-in (child process) — figures measure the stand-in; the ratios are what matter' : 'MONGO_URL'}; Redis: private redis-server`,
     `machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, node ${process.version}; logs and profiles in ${opts.outDir}`,
   ].join('\n');

@@ -15,6 +15,7 @@ export function compareSettings(options: BenchOptions): CompareSettings {
     warmupSeconds: options.warmupSeconds,
     runSeconds: options.runSeconds,
     connections: options.connections,
+    ...(options.rate ? { overallRate: options.rate } : {}),
   };
 }
 
