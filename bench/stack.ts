@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, openSync } from 'node:fs';
+import { mkdirSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
@@ -70,14 +70,21 @@ export function profileArgs(options: BenchOptions, name: string): string[] {
 /** Webhooks sent at once by our worker and by the bare baseline worker alike (the service's default). */
 export const HOOK_CONCURRENCY = 50;
 
-/** The OpenTelemetry preload every process starts with, as in production (it does nothing unless configured). */
-/** The node flags of `npm start` and `npm run worker` (package.json), with the preload compiled for the benchmark. */
-const preload = () => [
-  '--min-semi-space-size=16',
-  '--max-semi-space-size=16',
-  '--import',
-  compiled('src/telemetry/preload.ts'),
-];
+/**
+ * The node flags `npm start` runs the web process with (package.json, the one place they are set; `npm run
+ * worker` has the same, test/ops/deploy-files.test.ts), so every process here runs as in production.
+ */
+function productionNodeFlags(): string[] {
+  // This module runs as dist/bench/bench/stack.js.
+  const { scripts } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+    scripts: { start: string };
+  };
+  const args = scripts.start.split(' ');
+  return args.slice(1, args.indexOf('--import'));
+}
+
+/** Production's node flags and the OpenTelemetry preload (it does nothing unless configured), compiled for the benchmark. */
+const preload = () => [...productionNodeFlags(), '--import', compiled('src/telemetry/preload.ts')];
 
 export async function startStack(options: BenchOptions, children: Children): Promise<Stack> {
   // The stand-in keeps every record of the run in memory (items, tasks and their event records from every
