@@ -55,7 +55,10 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
     secrets: repos.webhookSecrets,
     send: (webhook) => sender.send(webhook),
     retry: retryPolicyFrom(config),
-    logger,
+    // A delivery's lines have fixed fields, none a secret (ids, status, error category, the target's origin),
+    // so they skip the redaction pass, as the request line does (src/http/observation.ts): REDACTED_PATHS'
+    // wildcards cost 5 of the 10 µs of each `webhook delivered` line.
+    logger: logger.child({}, { redact: [] }),
   };
 
   const lanes = new HookLanes({
@@ -123,7 +126,7 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
         throw new DelayedError();
       }
       // attemptsStarted counts every run of this job, including one cut short by a crash.
-      const log = logger.child({ queue: 'deliveries', job_id: job.id });
+      const log = deliveryDeps.logger.child({ queue: 'deliveries', job_id: job.id });
       const attempt = (job.data.attempts_before ?? 0) + job.attemptsStarted - (job.data.deferrals ?? 0);
       let result: DeliveryOutcome | undefined;
       try {
