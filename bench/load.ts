@@ -37,6 +37,8 @@ export interface Comparison {
   ours: Figures;
   baseline: Figures;
   runs: number;
+  /** Each run's CPU per request of ours over the baseline's (the two measured next to each other). */
+  cpuRatios: number[];
 }
 
 export async function fire(target: LoadTarget, seconds: number, connections: number): Promise<Figures> {
@@ -67,7 +69,7 @@ export async function fire(target: LoadTarget, seconds: number, connections: num
   };
 }
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   const upper = must(sorted[middle], 'a value (runs >= 1)');
@@ -95,6 +97,12 @@ export interface CompareSettings {
   connections: number;
   /** Both sides at this many requests per second (--rate), unless a target sets its own. */
   overallRate?: number;
+  /**
+   * Both sides loaded at the same time (each at its fixed rate) instead of in turns: the machine's slow and
+   * fast spells, which moved one process's CPU per request by 15% between two turns a minute apart, then
+   * fall on both alike. Only for comparisons of CPU per request at a fixed rate.
+   */
+  together?: boolean;
 }
 
 /**
@@ -112,19 +120,43 @@ export async function compare(
     const target = await side();
     return settings.overallRate && !target.overallRate ? { ...target, overallRate: settings.overallRate } : target;
   };
-  await fire(await paced(ours), settings.warmupSeconds, settings.connections);
-  await fire(await paced(baseline), settings.warmupSeconds, settings.connections);
+  if (settings.together) {
+    const [oursTarget, baselineTarget] = await Promise.all([paced(ours), paced(baseline)]);
+    await Promise.all([
+      fire(oursTarget, settings.warmupSeconds, settings.connections),
+      fire(baselineTarget, settings.warmupSeconds, settings.connections),
+    ]);
+  } else {
+    await fire(await paced(ours), settings.warmupSeconds, settings.connections);
+    await fire(await paced(baseline), settings.warmupSeconds, settings.connections);
+  }
   const oursRuns: Figures[] = [];
   const baselineRuns: Figures[] = [];
+  const cpuRatios: number[] = [];
   let oursLast: Figures | undefined;
   let baselineLast: Figures | undefined;
   for (let run = 0; run < settings.runs; run++) {
-    oursLast = await fire(await paced(ours), settings.runSeconds, settings.connections);
-    baselineLast = await fire(await paced(baseline), settings.runSeconds, settings.connections);
+    if (settings.together) {
+      const [oursTarget, baselineTarget] = await Promise.all([paced(ours), paced(baseline)]);
+      [oursLast, baselineLast] = await Promise.all([
+        fire(oursTarget, settings.runSeconds, settings.connections),
+        fire(baselineTarget, settings.runSeconds, settings.connections),
+      ]);
+    } else {
+      oursLast = await fire(await paced(ours), settings.runSeconds, settings.connections);
+      baselineLast = await fire(await paced(baseline), settings.runSeconds, settings.connections);
+    }
     oursRuns.push(oursLast);
     baselineRuns.push(baselineLast);
-    process.stdout.write(`, run ${run + 1}: ${oursLast.rps.toFixed(0)} vs ${baselineLast.rps.toFixed(0)} req/s`);
+    const runRatio =
+      oursLast.serverCpuMs !== undefined && baselineLast.serverCpuMs
+        ? oursLast.serverCpuMs / baselineLast.serverCpuMs
+        : undefined;
+    if (runRatio !== undefined) cpuRatios.push(runRatio);
+    process.stdout.write(
+      `, run ${run + 1}: ${oursLast.rps.toFixed(0)} vs ${baselineLast.rps.toFixed(0)} req/s${runRatio === undefined ? '' : ` (CPU ${runRatio.toFixed(2)}×)`}`,
+    );
   }
   process.stdout.write(`\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}\n`);
-  return { ours: medianFigures(oursRuns), baseline: medianFigures(baselineRuns), runs: settings.runs };
+  return { ours: medianFigures(oursRuns), baseline: medianFigures(baselineRuns), runs: settings.runs, cpuRatios };
 }

@@ -1,4 +1,4 @@
-import type { Comparison, Figures } from './load.js';
+import { median, type Comparison, type Figures } from './load.js';
 
 /** One line of the table. `pass` undefined means "reported, no target". */
 export interface Row {
@@ -18,11 +18,17 @@ export const int = (value: number) => Math.round(value).toLocaleString('en-US');
 export const ms = (value: number) => (value >= 100 ? `${Math.round(value)} ms` : `${value.toFixed(1)} ms`);
 /** A serving process's CPU per request, or n/a when it was not measured. */
 export const cpuMs = (value: number | undefined) => (value === undefined ? 'n/a' : `${value.toFixed(3)} ms`);
-/** Ours / baseline CPU per request, when both were measured. */
-export const cpuRatio = (comparison: { ours: { serverCpuMs?: number }; baseline: { serverCpuMs?: number } }) =>
-  comparison.ours.serverCpuMs !== undefined && comparison.baseline.serverCpuMs !== undefined
-    ? comparison.ours.serverCpuMs / comparison.baseline.serverCpuMs
-    : undefined;
+/**
+ * Ours / baseline CPU per request, when both were measured: the median of the runs' ratios (each run's
+ * two sides measured next to each other, so a slow spell of the machine moves both), not the ratio of
+ * the two medians, which pairs figures taken minutes apart.
+ */
+export const cpuRatio = (comparison: Pick<Comparison, 'ours' | 'baseline' | 'runs' | 'cpuRatios'>) =>
+  comparison.cpuRatios.length === comparison.runs
+    ? median(comparison.cpuRatios)
+    : comparison.ours.serverCpuMs !== undefined && comparison.baseline.serverCpuMs !== undefined
+      ? comparison.ours.serverCpuMs / comparison.baseline.serverCpuMs
+      : undefined;
 
 function failures(figures: Figures): string {
   return figures.failures > 0

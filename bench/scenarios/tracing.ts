@@ -24,6 +24,18 @@ async function startOtlpSink() {
 
 /** With the sampling docs/operations.md recommends for production, tracing may cost this much CPU per request. */
 const SAMPLED_CPU_TARGET = 1.1;
+/**
+ * Requests per second of each side, the two loaded at the same time: together as much as one web process
+ * was given alone before. An A/A pair (two untraced processes) read 1.01, 0.99, 1.03, 1.00, 0.96× and
+ * 0.93, 0.98, 1.08, 1.04, 1.00× this way (medians 1.00, 1.00); in turns at 1,000 req/s, 0.93×.
+ */
+const RATE_PER_SIDE = 500;
+/**
+ * Warm-up of both sides, together: a traced process has more code to compile, and its sampled path runs
+ * for one request in twenty. (Warmed up in turns, the traced side's first run read 1.27-1.41x and its
+ * later ones 1.03-1.20x; warmed up together, the first runs were like the others.)
+ */
+const WARMUP_SECONDS = 10;
 const PRODUCTION_SAMPLING = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' };
 
 /**
@@ -72,7 +84,14 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
         `create task, tracing ${variant.label} vs off`,
         () => target(traced.url, variant.name),
         () => target(untraced.url, 'web-untraced'),
-        compareSettings(options),
+        // Both at once at a fixed rate (--rate, else RATE_PER_SIDE): CPU per request below saturation,
+        // with the machine's slow and fast spells on both sides alike.
+        {
+          ...compareSettings(options),
+          overallRate: options.rate ?? RATE_PER_SIDE,
+          together: true,
+          warmupSeconds: options.quick ? options.warmupSeconds : Math.max(options.warmupSeconds, WARMUP_SECONDS),
+        },
       );
       const { ours: on, baseline: off } = comparison;
       const cpuRatio = cpuRatioOf(comparison);
@@ -99,7 +118,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
           : {}),
         note:
           `CPU of the web process per request: ${cpu(on.serverCpuMs)} on vs ${cpu(off.serverCpuMs)} off` +
-          `${cpuRatio === undefined ? '' : ` (${cpuRatio.toFixed(2)}×)`}. ` +
+          `${cpuRatio === undefined ? '' : `; ${cpuRatio.toFixed(2)}×, the median of the runs' ratios (${comparison.cpuRatios.map((ratio) => `${ratio.toFixed(2)}×`).join(', ')}), both sides loaded at once at ${int(options.rate ?? RATE_PER_SIDE)} req/s each`}. ` +
           `The sink received ${int(sink.received.requests - exportsBefore.requests)} OTLP exports, ` +
           `${int((sink.received.bytes - exportsBefore.bytes) / 1024)} KiB. CPU (% of one core): ${on.cpu}.`,
       });
