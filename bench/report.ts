@@ -39,7 +39,8 @@ function failures(figures: Figures): string {
 function cpuPerRequest(comparison: Comparison): string {
   const { ours, baseline } = comparison;
   if (ours.serverCpuMs === undefined || baseline.serverCpuMs === undefined) return '';
-  return `CPU of the serving process per request: ours ${ours.serverCpuMs.toFixed(3)} ms, baseline ${baseline.serverCpuMs.toFixed(3)} ms (ratio ${(baseline.serverCpuMs / ours.serverCpuMs).toFixed(2)}). `;
+  const byRun = comparison.cpuRatios.map((ratio) => `${ratio.toFixed(2)}×`).join(', ');
+  return `CPU of the serving process per request: ours ${ours.serverCpuMs.toFixed(3)} ms, baseline ${baseline.serverCpuMs.toFixed(3)} ms (medians; ours / baseline by run: ${byRun}). `;
 }
 
 /** A request scenario against its bare baseline, with a minimum ratio as its target. */
