@@ -27,7 +27,8 @@ export interface BenchOptions {
   /**
    * --rate: both sides of every request comparison at this many requests per second instead of as fast as
    * they answer. CPU per request is then measured below saturation, where it moves less between runs
-   * (the req/s ratio reads 1.0 then).
+   * (the req/s ratio reads 1.0 then). The tracing comparison, always at a fixed rate with both sides loaded at
+   * once, takes it as each side's rate; the conventional comparison's CPU part picks its own.
    */
   rate?: number;
   /** Items in the benchmark company (list, get and PATCH scenarios). */
