@@ -120,32 +120,26 @@ export async function compare(
     const target = await side();
     return settings.overallRate && !target.overallRate ? { ...target, overallRate: settings.overallRate } : target;
   };
-  if (settings.together) {
+  /** Loads both sides for `seconds`: at once, or ours then the baseline. */
+  const fireBoth = async (seconds: number): Promise<[Figures, Figures]> => {
+    if (!settings.together) {
+      const oursFigures = await fire(await paced(ours), seconds, settings.connections);
+      return [oursFigures, await fire(await paced(baseline), seconds, settings.connections)];
+    }
     const [oursTarget, baselineTarget] = await Promise.all([paced(ours), paced(baseline)]);
-    await Promise.all([
-      fire(oursTarget, settings.warmupSeconds, settings.connections),
-      fire(baselineTarget, settings.warmupSeconds, settings.connections),
+    return Promise.all([
+      fire(oursTarget, seconds, settings.connections),
+      fire(baselineTarget, seconds, settings.connections),
     ]);
-  } else {
-    await fire(await paced(ours), settings.warmupSeconds, settings.connections);
-    await fire(await paced(baseline), settings.warmupSeconds, settings.connections);
-  }
+  };
+  await fireBoth(settings.warmupSeconds);
   const oursRuns: Figures[] = [];
   const baselineRuns: Figures[] = [];
   const cpuRatios: number[] = [];
   let oursLast: Figures | undefined;
   let baselineLast: Figures | undefined;
   for (let run = 0; run < settings.runs; run++) {
-    if (settings.together) {
-      const [oursTarget, baselineTarget] = await Promise.all([paced(ours), paced(baseline)]);
-      [oursLast, baselineLast] = await Promise.all([
-        fire(oursTarget, settings.runSeconds, settings.connections),
-        fire(baselineTarget, settings.runSeconds, settings.connections),
-      ]);
-    } else {
-      oursLast = await fire(await paced(ours), settings.runSeconds, settings.connections);
-      baselineLast = await fire(await paced(baseline), settings.runSeconds, settings.connections);
-    }
+    [oursLast, baselineLast] = await fireBoth(settings.runSeconds);
     oursRuns.push(oursLast);
     baselineRuns.push(baselineLast);
     const runRatio =

@@ -30,6 +30,10 @@ export const cpuRatio = (comparison: Pick<Comparison, 'ours' | 'baseline' | 'run
       ? comparison.ours.serverCpuMs / comparison.baseline.serverCpuMs
       : undefined;
 
+/** The runs' ours / baseline CPU ratios, as "1.02×, 0.98×, …". */
+export const cpuRatiosText = (comparison: Pick<Comparison, 'cpuRatios'>) =>
+  comparison.cpuRatios.map((ratio) => `${ratio.toFixed(2)}×`).join(', ');
+
 function failures(figures: Figures): string {
   return figures.failures > 0
     ? ` (${int(figures.failures)} non-2xx/errors of ${int(figures.requests + figures.failures)})`
@@ -39,8 +43,7 @@ function failures(figures: Figures): string {
 function cpuPerRequest(comparison: Comparison): string {
   const { ours, baseline } = comparison;
   if (ours.serverCpuMs === undefined || baseline.serverCpuMs === undefined) return '';
-  const byRun = comparison.cpuRatios.map((ratio) => `${ratio.toFixed(2)}×`).join(', ');
-  return `CPU of the serving process per request: ours ${ours.serverCpuMs.toFixed(3)} ms, baseline ${baseline.serverCpuMs.toFixed(3)} ms (medians; ours / baseline by run: ${byRun}). `;
+  return `CPU of the serving process per request: ours ${ours.serverCpuMs.toFixed(3)} ms, baseline ${baseline.serverCpuMs.toFixed(3)} ms (medians; ours / baseline by run: ${cpuRatiosText(comparison)}). `;
 }
 
 /** A request scenario against its bare baseline, with a minimum ratio as its target. */

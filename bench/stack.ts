@@ -84,7 +84,8 @@ function productionNodeFlags(): string[] {
 }
 
 /** Production's node flags and the OpenTelemetry preload (it does nothing unless configured), compiled for the benchmark. */
-const preload = () => [...productionNodeFlags(), '--import', compiled('src/telemetry/preload.ts')];
+const PRODUCTION_NODE_FLAGS = productionNodeFlags();
+const preload = () => [...PRODUCTION_NODE_FLAGS, '--import', compiled('src/telemetry/preload.ts')];
 
 export async function startStack(options: BenchOptions, children: Children): Promise<Stack> {
   // The stand-in keeps every record of the run in memory (items, tasks and their event records from every

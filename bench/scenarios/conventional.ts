@@ -2,8 +2,8 @@
 // stock parts. Target: at least its throughput and at most its CPU per request, in the same run.
 import { must } from '../../src/shared/must.js';
 import { compare, type Comparison, type LoadTarget } from '../load.js';
-import { comparisonRow, cpuRatio, int, type Row } from '../report.js';
-import { compareSettings, json, type BenchContext } from './context.js';
+import { comparisonRow, cpuRatio, cpuRatiosText, int, type Row } from '../report.js';
+import { atOnceSettings, compareSettings, json, type BenchContext } from './context.js';
 
 const MIN_RATIO = 1.0;
 
@@ -13,7 +13,6 @@ const MIN_RATIO = 1.0;
  * warm-up. At saturation in turns one route's runs read 0.72, 0.78 and 1.18× in one run.
  */
 const CPU_LOAD_SHARE = 0.3;
-const CPU_WARMUP_SECONDS = 10;
 
 /** The comparison row, judged on throughput (at saturation, in turns) and on CPU per request (at a fixed rate, at once). */
 function conventionalRow(scenario: string, throughput: Comparison, cpu: Comparison, rate: number, note: string): Row {
@@ -22,13 +21,12 @@ function conventionalRow(scenario: string, throughput: Comparison, cpu: Comparis
   const theirs = cpu.baseline.serverCpuMs;
   const ratio = cpuRatio(cpu);
   const cpuOk = ratio !== undefined && ratio <= 1 && cpu.ours.failures + cpu.baseline.failures === 0;
-  const byRun = cpu.cpuRatios.map((value) => `${value.toFixed(2)}×`).join(', ');
   return {
     ...row,
     target: `ratio ≥ ${MIN_RATIO} and CPU/request ≤ its`,
     value: `${row.value} (CPU ${ours?.toFixed(3) ?? '?'} vs ${theirs?.toFixed(3) ?? '?'} ms/req, ${ratio?.toFixed(2) ?? '?'}×)`,
     pass: row.pass === true && cpuOk,
-    note: `${row.note ?? ''} CPU per request judged with both loaded at once at ${int(rate)} req/s each: ours / conventional by run ${byRun}.`,
+    note: `${row.note ?? ''} CPU per request judged with both loaded at once at ${int(rate)} req/s each: ours / conventional by run ${cpuRatiosText(cpu)}.`,
   };
 }
 
@@ -95,12 +93,7 @@ export async function runConventionalScenarios(context: BenchContext): Promise<R
       `${route.scenario}, CPU at ${rate} req/s each, at once`,
       () => ours(route.load),
       () => theirs(route.load),
-      {
-        ...settings,
-        overallRate: rate,
-        together: true,
-        warmupSeconds: options.quick ? settings.warmupSeconds : Math.max(settings.warmupSeconds, CPU_WARMUP_SECONDS),
-      },
+      atOnceSettings(options, rate),
     );
     rows.push(conventionalRow(route.scenario, throughput, cpu, rate, route.note));
   }

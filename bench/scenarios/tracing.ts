@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { compare } from '../load.js';
-import { cpuMs as cpu, cpuRatio as cpuRatioOf, int, ms, type Row } from '../report.js';
-import { compareSettings, json, type BenchContext } from './context.js';
+import { cpuMs as cpu, cpuRatio as cpuRatioOf, cpuRatiosText, int, ms, type Row } from '../report.js';
+import { atOnceSettings, json, type BenchContext } from './context.js';
 import type { AddressInfo } from 'node:net';
 
 /** An OTLP/HTTP receiver on loopback that only counts what arrives (the collector's cost is not ours). */
@@ -30,12 +30,6 @@ const SAMPLED_CPU_TARGET = 1.1;
  * 0.93, 0.98, 1.08, 1.04, 1.00× this way (medians 1.00, 1.00); in turns at 1,000 req/s, 0.93×.
  */
 const RATE_PER_SIDE = 500;
-/**
- * Warm-up of both sides, together: a traced process has more code to compile, and its sampled path runs
- * for one request in twenty. (Warmed up in turns, the traced side's first run read 1.27-1.41x and its
- * later ones 1.03-1.20x; warmed up together, the first runs were like the others.)
- */
-const WARMUP_SECONDS = 10;
 const PRODUCTION_SAMPLING = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' };
 
 /**
@@ -86,12 +80,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
         () => target(untraced.url, 'web-untraced'),
         // Both at once at a fixed rate (--rate, else RATE_PER_SIDE): CPU per request below saturation,
         // with the machine's slow and fast spells on both sides alike.
-        {
-          ...compareSettings(options),
-          overallRate: options.rate ?? RATE_PER_SIDE,
-          together: true,
-          warmupSeconds: options.quick ? options.warmupSeconds : Math.max(options.warmupSeconds, WARMUP_SECONDS),
-        },
+        atOnceSettings(options, options.rate ?? RATE_PER_SIDE),
       );
       const { ours: on, baseline: off } = comparison;
       const cpuRatio = cpuRatioOf(comparison);
@@ -118,7 +107,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
           : {}),
         note:
           `CPU of the web process per request: ${cpu(on.serverCpuMs)} on vs ${cpu(off.serverCpuMs)} off` +
-          `${cpuRatio === undefined ? '' : `; ${cpuRatio.toFixed(2)}×, the median of the runs' ratios (${comparison.cpuRatios.map((ratio) => `${ratio.toFixed(2)}×`).join(', ')}), both sides loaded at once at ${int(options.rate ?? RATE_PER_SIDE)} req/s each`}. ` +
+          `${cpuRatio === undefined ? '' : `; ${cpuRatio.toFixed(2)}×, the median of the runs' ratios (${cpuRatiosText(comparison)}), both sides loaded at once at ${int(options.rate ?? RATE_PER_SIDE)} req/s each`}. ` +
           `The sink received ${int(sink.received.requests - exportsBefore.requests)} OTLP exports, ` +
           `${int((sink.received.bytes - exportsBefore.bytes) / 1024)} KiB. CPU (% of one core): ${on.cpu}.`,
       });
