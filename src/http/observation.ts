@@ -1,3 +1,4 @@
+import { withoutRedaction, type Logger } from '../shared/logger.js';
 import { httpRequestDuration } from '../shared/metrics.js';
 import type { FastifyInstance } from 'fastify';
 
@@ -6,10 +7,8 @@ import type { FastifyInstance } from 'fastify';
  * duration histogram by route template (not raw URL, so ids do not explode the label set).
  */
 export function registerRequestObservation(app: FastifyInstance): void {
-  // The line's fields are fixed and none can hold a secret, so it is written without the redaction pass
-  // (REDACTED_PATHS' wildcards make pino walk every field of every object logged); everything else
-  // logged keeps it. reqId is the binding the request's own logger would add.
-  const lines = app.log.child({}, { redact: [] });
+  // The line's fields are fixed and none can hold a secret. reqId is the binding the request's own logger would add.
+  const lines = withoutRedaction(app.log as Logger);
   // A callback hook, not an async one: no promise per request.
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';

@@ -22,6 +22,15 @@ export function loggerOptions(level: string, name = 'web'): LoggerOptions {
   };
 }
 
+/**
+ * A logger for lines whose fields are fixed and can hold no secret (the request line, a webhook delivery's
+ * lines): it skips the redaction pass, in which REDACTED_PATHS' wildcards send every field of every line
+ * through the redactor (5 of the 10 µs of a `webhook delivered` line). Everything else keeps redaction.
+ */
+export function withoutRedaction(logger: Logger): Logger {
+  return logger.child({}, { redact: [] });
+}
+
 /** How long a log line may wait in the buffer of standard output before it is written. */
 export const LOG_FLUSH_INTERVAL_MS = 100;
 
