@@ -1,8 +1,10 @@
 import { EventEmitter } from 'node:events';
+import { TextDecoder } from 'node:util';
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { Agent, buildConnector, request } from 'undici';
 import { tracingStarted } from '../telemetry/state.js';
 import { ForbiddenTargetError, type TargetGuard } from './target-guard.js';
+import type { Readable } from 'node:stream';
 
 export interface WebhookRequest {
   url: string;
@@ -86,22 +88,33 @@ class Deadline extends EventEmitter {
   }
 }
 
-/** The first KEPT_RESPONSE_BYTES of an answer as text (a character cut in half is left out), draining up to MAX_RESPONSE_BYTES. */
-async function readStart(body: AsyncIterable<Buffer>): Promise<string> {
-  const decoder = new TextDecoder('utf-8');
-  let text = '';
-  let kept = 0;
-  let read = 0;
-  for await (const chunk of body) {
-    if (kept < KEPT_RESPONSE_BYTES) {
-      const part = chunk.subarray(0, KEPT_RESPONSE_BYTES - kept);
-      kept += part.length;
-      text += decoder.decode(part, { stream: true }); // stream: a split character is held back, never garbled
-    }
-    read += chunk.length;
-    if (read > MAX_RESPONSE_BYTES) break; // the rest is not read: the connection is closed instead of reused
-  }
-  return text;
+/**
+ * The first KEPT_RESPONSE_BYTES of an answer as text (a character cut in half is left out), draining up to
+ * MAX_RESPONSE_BYTES; '' when reading fails. Read through its events rather than `for await`: most answers
+ * are empty, and an async iterator and a decoder per delivery showed in the hooks worker's profile.
+ */
+function readStart(body: Readable): Promise<string> {
+  return new Promise((resolve) => {
+    let decoder: TextDecoder | undefined;
+    let text = '';
+    let kept = 0;
+    let read = 0;
+    body.on('data', (chunk: Buffer) => {
+      if (kept < KEPT_RESPONSE_BYTES) {
+        const part = chunk.subarray(0, KEPT_RESPONSE_BYTES - kept);
+        kept += part.length;
+        decoder ??= new TextDecoder('utf-8');
+        text += decoder.decode(part, { stream: true }); // stream: a split character is held back, never garbled
+      }
+      read += chunk.length;
+      if (read > MAX_RESPONSE_BYTES) {
+        body.destroy(); // the rest is not read: the connection is closed instead of reused
+        resolve(text);
+      }
+    });
+    body.on('end', () => resolve(text));
+    body.on('error', () => resolve(''));
+  });
 }
 
 /**
@@ -188,7 +201,7 @@ export class WebhookSender {
               () => '',
               () => '',
             )
-          : await readStart(response.body).catch(() => '');
+          : await readStart(response.body);
       const retryAfter = response.headers['retry-after'];
       return {
         kind: 'response',

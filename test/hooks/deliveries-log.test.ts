@@ -122,6 +122,13 @@ describe('the sender reports coarse error categories only', () => {
     expect(Buffer.byteLength(bodies[1]!)).toBe(KEPT_RESPONSE_BYTES - 1);
     expect(bodies[2]).toBe('');
   });
+
+  it('stops reading an answer past 64 KiB and still reports it, with its first 1 KiB', async () => {
+    const huge = `${'a'.repeat(KEPT_RESPONSE_BYTES)}${'b'.repeat(512 * 1024)}`;
+    const answering = await receiver(() => ({ status: 202, body: huge }));
+    const result = await sender().send({ url: answering.url(), ...request });
+    expect(result).toMatchObject({ kind: 'response', statusCode: 202, body: 'a'.repeat(KEPT_RESPONSE_BYTES) });
+  });
 });
 
 describe('the deliveries log', () => {
