@@ -5,7 +5,12 @@ import { countRedisTrips } from '../redis-trips.js';
 import { comparisonRow, int, type Row } from '../report.js';
 import { compareSettings, json, type BenchContext } from './context.js';
 
-const OVERHEAD_TARGET = 0.5;
+/**
+ * The hello-world ratio is information (issue 24): the one Redis round trip of the rate limit already
+ * costs a bare route about half its throughput; the overhead is judged against the conventional stack
+ * (scenarios/conventional.ts). It once had to reach 0.5.
+ */
+const INFORMATION = { target: 'information (was ≥ 0.5; judged against the conventional stack)', pass: undefined };
 
 function lowest(values: Array<number | undefined>): number | undefined {
   const known = values.filter((value): value is number => value !== undefined);
@@ -116,14 +121,15 @@ export async function runOverheadScenarios(context: BenchContext): Promise<Row[]
 
   console.log('Per-request overhead');
   const overhead = await compare('GET /v1/ext/pipelines/{id} vs hello-world', pipelineRoute, bare('/hello'), settings);
-  rows.push(
-    comparisonRow(
+  rows.push({
+    ...comparisonRow(
       'fixed overhead: GET /v1/ext/pipelines/{id} vs bare hello-world',
       overhead,
-      OVERHEAD_TARGET,
+      0,
       'Our cheapest route, a trivial one: auth (cached key), rate limit (1 Redis trip), scope check, params validation, the pipeline from the process cache (no database I/O), response serialization, request log and metrics. The baseline does no I/O at all.',
     ),
-  );
+    ...INFORMATION,
+  });
   const limiterOnly = await compare(
     'bare hello-world + rate-limit script vs hello-world',
     bare('/hello-ratelimit'),
@@ -153,8 +159,7 @@ export async function runOverheadScenarios(context: BenchContext): Promise<Row[]
       value: `${oursMs.toFixed(3)} ms CPU per request`,
       baseline: `hello-world ${helloMs.toFixed(3)} ms CPU per request`,
       ratio,
-      target: `ratio ≥ ${OVERHEAD_TARGET}`,
-      pass: ratio >= OVERHEAD_TARGET,
+      ...INFORMATION,
       note: 'ratio = hello-world CPU / our CPU per request: the share of its throughput a CPU-bound hello-world would keep with our per-request pipeline in front of it.',
     });
   }

@@ -33,6 +33,8 @@ const ADD_CHUNK = 500;
  */
 const WRITES_PER_SECOND = 1_000;
 const EVENTS_PER_MOVE = (WRITES_PER_SECOND * OUTBOX_MOVE_INTERVAL_MS) / 1_000;
+/** Longer than the worker's record-coalescing window (10 ms under load): its last writes of a backlog are done by then. */
+const RECORDS_SETTLE_MS = 250;
 /** Companies (one hook each) the backlog's events are spread over. */
 const RECEIVERS = 16;
 
@@ -275,6 +277,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
 
   // The bare worker posts to a receiver of its own, so both can be counted while they run at once.
   const bareReceiver = await BenchReceiver.start();
+  stack.children.defer(() => bareReceiver.close());
   const receivers = { ours: receiver, bare: bareReceiver };
   const bareQueue = new Queue<EventJobData, unknown, string>(BARE_QUEUE, {
     ...settings,
@@ -307,6 +310,9 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
     const commands = new Map<string, number>();
     let delivered = 0;
     for (let run = 0; run < options.webhookRuns; run++) {
+      // What the previous run's backlog left to write (its last records and progress) is not this run's.
+      await untilDrained(fanout);
+      await new Promise((resolve) => setTimeout(resolve, RECORDS_SETTLE_MS));
       const commandsBefore = await commandCounts(metrics);
       const ours = await backlog(receiver, fanout, tenants, options.webhookEvents, 'worker');
       for (const [name, count] of difference(await commandCounts(metrics), commandsBefore))
@@ -335,7 +341,6 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
     await bareQueue.obliterate({ force: true }).catch(() => {});
     await bareQueue.close();
     await fanout.close();
-    await bareReceiver.close();
   }
 
   const { ours } = median(runs, (run) => run.ours.perSecond);
@@ -363,7 +368,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
       note:
         `Events added straight to the hook-fanout queue (as the API's publisher adds them), ${int(ADD_CHUNK)} per addBulk, spread over ${RECEIVERS} companies with one hook each (a hook has at most HOOK_MAX_IN_FLIGHT_PER_HOOK requests in flight); rate = events / (first add → last arrival). ` +
         `Ours: one fan-out job per ${EVENTS_PER_MOVE} events, a move's batch at 1,000 writes/s (hooks from the process cache, Standard Webhooks signature, POST, delivery record with the envelope in MongoDB, one bulk write for the attempts made together). ` +
-        `Bare: one BullMQ job per event, POST only, to a receiver of its own. ${options.webhookRuns} run(s), each a backlog of each worker alone (deliveries/s and latencies: the median run's; latencies include the time queued behind the backlog) and then a backlog of each at once: CPU per delivery is judged at once, both workers through the same spell of the machine, on the median of the runs' ratios (${ratios}; alone, in turns: ${aloneRatios}). Duplicate deliveries seen: ${duplicates}. ` +
+        `Bare: one BullMQ job per event, POST only, to a receiver of its own. ${options.webhookRuns} run(s), each a backlog of each worker alone (deliveries/s and latencies: the median run's; latencies include the time queued behind the backlog) and then a backlog of each at once: CPU per delivery is judged at once, both workers through the same spell of the machine, on the median of the runs' ratios (${ratios}; alone, in turns: ${aloneRatios}). Duplicate deliveries of ours seen: ${duplicates}. ` +
         `MongoDB commands (round trips) of our worker per delivery (MONGO_COMMAND_METRICS): ${perDelivery || 'none'}. ` +
         `CPU (% of one core) during ours alone: ${ours.cpu}; during the bare worker alone: ${bare.cpu}; at once: ${together.ours.cpu}.`,
     },

@@ -125,9 +125,15 @@ describe('the sender reports coarse error categories only', () => {
 
   it('stops reading an answer past 64 KiB and still reports it, with its first 1 KiB', async () => {
     const huge = `${'a'.repeat(KEPT_RESPONSE_BYTES)}${'b'.repeat(512 * 1024)}`;
-    const answering = await receiver(() => ({ status: 202, body: huge }));
-    const result = await sender().send({ url: answering.url(), ...request });
+    const answering = await receiver((_, index) => (index === 0 ? { status: 202, body: huge } : { status: 200 }));
+    const sending = sender();
+    const result = await sending.send({ url: answering.url(), ...request });
     expect(result).toMatchObject({ kind: 'response', statusCode: 202, body: 'a'.repeat(KEPT_RESPONSE_BYTES) });
+    // The half-read connection is closed, not reused: the next request goes out on a fresh one.
+    expect(await sending.send({ url: answering.url(), ...request })).toMatchObject({
+      kind: 'response',
+      statusCode: 200,
+    });
   });
 });
 
