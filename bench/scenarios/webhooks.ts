@@ -240,7 +240,7 @@ interface Pair {
 }
 
 /** The element with the median value of `by` (the lower middle one of an even count). */
-function median<T>(values: T[], by: (value: T) => number | undefined): T {
+function medianBy<T>(values: T[], by: (value: T) => number | undefined): T {
   const sorted = [...values].sort((a, b) => (by(a) ?? Infinity) - (by(b) ?? Infinity));
   return must(sorted[Math.floor((sorted.length - 1) / 2)], 'a measured run');
 }
@@ -343,9 +343,9 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
     await fanout.close();
   }
 
-  const { ours } = median(runs, (run) => run.ours.perSecond);
-  const { bare } = median(runs, (run) => run.bare.perSecond);
-  const together = median(runs, (run) => run.together.cpuRatio).together;
+  const { ours } = medianBy(runs, (run) => run.ours.perSecond);
+  const { bare } = medianBy(runs, (run) => run.bare.perSecond);
+  const together = medianBy(runs, (run) => run.together.cpuRatio).together;
   const cpuRatio = together.cpuRatio;
   const ratio = ours.perSecond / bare.perSecond;
   const ratios = runs.map((run) => `${cpuText(run.together.cpuRatio)}×`).join(', ');

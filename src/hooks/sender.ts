@@ -91,7 +91,8 @@ class Deadline extends EventEmitter {
 /**
  * The first KEPT_RESPONSE_BYTES of an answer as text (a character cut in half is left out), draining up to
  * MAX_RESPONSE_BYTES; '' when reading fails. Read through its events rather than `for await`: most answers
- * are empty, and an async iterator and a decoder per delivery showed in the hooks worker's profile.
+ * are empty, and an async iterator and a decoder per delivery showed in the hooks worker's profile; an empty
+ * answer costs its 'end' only.
  */
 function readStart(body: Readable): Promise<string> {
   return new Promise((resolve) => {
@@ -194,14 +195,8 @@ export class WebhookSender {
         body: webhook.body,
         signal: deadline,
       });
-      // An answer cut short after its status still counts as that answer. An empty one is only drained.
-      const body =
-        response.headers['content-length'] === '0'
-          ? await response.body.dump().then(
-              () => '',
-              () => '',
-            )
-          : await readStart(response.body);
+      // An answer cut short after its status still counts as that answer.
+      const body = await readStart(response.body);
       const retryAfter = response.headers['retry-after'];
       return {
         kind: 'response',
