@@ -20,6 +20,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMongoStandin } from '../../src/dev/mongo-standin/index.js';
 import { normaliseSpec } from '../../src/dev/mongo-standin/indexes.js';
 import { Store } from '../../src/dev/mongo-standin/storage.js';
+import { keyOf, type Doc } from '../../src/dev/mongo-standin/values.js';
+import { must } from '../../src/shared/must.js';
 
 const REAL_URL = process.env.MONGO_URL;
 const isReal = !!REAL_URL;
@@ -719,6 +721,30 @@ describe.skipIf(isReal)('stand-in specifics', () => {
     await c.insertMany(Array.from({ length: 2_000 }, (_, i) => ({ _id: i as never, group: i % 10 })));
     const top = await c.find({ group: 3 }).sort({ _id: -1 }).limit(3).toArray();
     expect(top.map((d) => d._id)).toEqual([1_993, 1_983, 1_973]);
+  });
+
+  it('builds an index map at its first lookup and keeps it through later inserts, updates and removes', () => {
+    const store = new Store();
+    const stored = store.ensure('db', 'c');
+    stored.addIndex(normaliseSpec({ key: { company: 1, tags: 1, _id: 1 }, name: 'company_tags' }));
+    stored.addIndex(normaliseSpec({ key: { company: 1 }, name: 'company' }));
+    for (let i = 0; i < 1_000; i++) stored.insert({ _id: i, company: `c${i % 4}`, tags: [`t${i % 3}`, 'all'] });
+    const ids = (filter: Doc) => [...stored.candidates(filter)].map((d) => d._id as number).sort((a, b) => a - b);
+    const every = (test: (i: number) => boolean) => [...Array(1_000).keys()].filter(test);
+    // First lookups: built from the documents stored so far (multikey entries included).
+    expect(ids({ company: 'c1', tags: 't2' })).toEqual(every((i) => i % 4 === 1 && i % 3 === 2));
+    expect(ids({ company: 'c2' })).toHaveLength(250);
+
+    stored.insert({ _id: 1_000, company: 'c1', tags: ['t2'] });
+    const moved = must([...stored.candidates({ _id: 5 })][0], 'document 5');
+    stored.replace(keyOf(5), { ...moved, company: 'c2', tags: ['t0'] }, new Set(['company', 'tags'])); // was c1 / t2
+    stored.remove(keyOf(9)); // c1, t0
+    expect(ids({ company: 'c1', tags: 't2' })).toEqual([...every((i) => i % 4 === 1 && i % 3 === 2 && i !== 5), 1_000]);
+    expect(ids({ company: 'c1', tags: 'all' })).toEqual(every((i) => i % 4 === 1 && i !== 5 && i !== 9));
+    expect(ids({ company: 'c2' })).toEqual([...every((i) => i % 4 === 2), 5].sort((a, b) => a - b));
+    // A parallel-array document is refused even by an index no lookup has used yet.
+    stored.addIndex(normaliseSpec({ key: { tags: 1, other: 1 }, name: 'unused' }));
+    expect(() => stored.insert({ _id: 2_000, tags: ['a', 'b'], other: [1, 2] })).toThrow(/parallel arrays/);
   });
 });
 

@@ -128,8 +128,15 @@ export class Index {
    * before `_id`. A key that includes the _id belongs to one document: a lookup with the _id goes to the _id map
    * instead, and a unique index holding the _id cannot be violated, so keeping those keys (one distinct entry per
    * document and index, most of the stand-in's memory) would serve nothing.
+   *
+   * Only the first `maintained` maps are kept up to date: none until a lookup needs one (then built from the
+   * documents, see lookup), all of a unique index's (its conflicts). An index no query has used costs an insert
+   * no map entries, as an unread index costs MongoDB only its B-tree insert: most of the stand-in's insert time
+   * was index maps nothing read (the `events` and `tasks` list indexes while a benchmark creates tasks).
    */
-  readonly byPrefix: Array<Map<string, Owners>>;
+  private readonly byPrefix: Array<Map<string, Owners>>;
+  /** How many leading maps of byPrefix are kept up to date (see above). */
+  private maintained: number;
   private readonly partial?: (doc: Doc) => boolean;
 
   constructor(readonly spec: IndexSpec) {
@@ -140,6 +147,7 @@ export class Index {
     if (spec.partialFilterExpression) this.partial = compileFilter(spec.partialFilterExpression);
     this.usableForLookup =
       !this.isId && !this.partial && this.byPrefix.length > 0 && !this.fields.some((f) => /(^|\.)\d+(\.|$)/.test(f));
+    this.maintained = spec.unique ? this.byPrefix.length : 0;
   }
 
   static idIndex(): Index {
@@ -157,12 +165,15 @@ export class Index {
 
   keys(doc: Doc): IndexKeys | null {
     if (!this.covers(doc)) return null;
+    // Nothing kept: only what MongoDB would refuse is looked for (one field cannot make parallel arrays).
+    if (this.maintained === 0 && this.fields.length === 1) return NO_ENTRIES;
     const perField = this.fields.map((f) => dedupe(pathValues(doc, f)));
     if (this.spec.sparse && perField.every((vals) => vals.every((v) => v === MISSING))) return null;
     if (perField.filter((vals) => vals.length > 1).length > 1) {
       fail('CannotIndexParallelArrays', `cannot index parallel arrays [${this.fields.join('] [')}]`);
     }
-    const kept = this.byPrefix.length;
+    const kept = this.maintained;
+    if (kept === 0) return NO_ENTRIES;
     if (perField.every((vals) => vals.length === 1))
       return singleEntryKeys(
         perField.map((vals) => vals[0]),
@@ -170,7 +181,9 @@ export class Index {
       );
     let tuples: unknown[][] = [[]];
     for (const vals of perField) tuples = tuples.flatMap((t) => vals.map((v) => [...t, v]));
-    const prefixes = this.byPrefix.map((_, i) => [...new Set(tuples.map((t) => serializeKey(t.slice(0, i + 1))))]);
+    const prefixes = this.byPrefix
+      .slice(0, kept)
+      .map((_, i) => [...new Set(tuples.map((t) => serializeKey(t.slice(0, i + 1))))]);
     return { tuples, prefixes };
   }
 
@@ -212,18 +225,43 @@ export class Index {
    * usable prefix of this index, or undefined if the first field has none.
    * Sets are returned unmerged so the caller can pick the cheapest index first.
    */
-  lookup(eqs: Map<string, unknown[]>): Owners[] | undefined {
+  lookup(eqs: Map<string, unknown[]>, docs: ReadonlyMap<string, Doc>): Owners[] | undefined {
+    const combos = this.equalityCombos(eqs);
+    const len = combos[0]?.length ?? 0;
+    if (len === 0) return undefined;
+    if (len > this.maintained) this.build(len, docs);
+    const map = must(this.byPrefix[len - 1], 'a map per key prefix');
+    return combos.map((c) => map.get(serializeKey(c))).filter((owners): owners is Owners => owners !== undefined);
+  }
+
+  /**
+   * How many leading fields a lookup with these equalities would use (0: none), and whether their map is kept
+   * already: the planner prefers an index it need not build.
+   */
+  usablePrefix(eqs: Map<string, unknown[]>): { length: number; kept: boolean } {
+    const length = this.equalityCombos(eqs)[0]?.length ?? 0;
+    return { length, kept: length > 0 && length <= this.maintained };
+  }
+
+  /** The value tuples of the longest prefix of kept fields with equality conditions (at most 1,000 combinations). */
+  private equalityCombos(eqs: Map<string, unknown[]>): unknown[][] {
     let combos: unknown[][] = [[]];
-    let len = 0;
     for (const f of this.fields.slice(0, this.byPrefix.length)) {
       const vals = eqs.get(f);
       if (!vals || combos.length * vals.length > 1000) break;
       combos = combos.flatMap((c) => vals.map((v) => [...c, v]));
-      len++;
     }
-    if (len === 0) return undefined;
-    const map = must(this.byPrefix[len - 1], 'a map per key prefix');
-    return combos.map((c) => map.get(serializeKey(c))).filter((owners): owners is Owners => owners !== undefined);
+    return combos;
+  }
+
+  /** Starts keeping the first `length` maps: built from the documents, then kept up to date with every write. */
+  private build(length: number, docs: ReadonlyMap<string, Doc>): void {
+    this.maintained = length;
+    for (let i = 0; i < length; i++) this.byPrefix[i] = new Map();
+    for (const [id, doc] of docs) {
+      const keys = this.keys(doc);
+      if (keys) this.add(id, keys);
+    }
   }
 
   /** The E11000 error for a conflicting key tuple, in the server's exact shape. */
@@ -244,6 +282,9 @@ function exportValue(v: unknown): unknown {
   if (v === EMPTY_ARRAY) return undefined;
   return v;
 }
+
+/** The keys of a document in an index that keeps no maps yet (see Index.maintained). */
+const NO_ENTRIES: IndexKeys = { tuples: [], prefixes: [] };
 
 /** Keys of a document with one value per indexed field (no multikey): the usual case, each value serialized once. */
 function singleEntryKeys(tuple: unknown[], kept: number): IndexKeys {

@@ -146,10 +146,20 @@ export class Collection {
     if (idValues) {
       return [...new Set(idValues.map(keyOf))].map((k) => this.docs.get(k)).filter((d): d is Doc => d !== undefined);
     }
+    // Among the indexes using the most equality fields, those with their maps kept; else one is built (Index.lookup).
+    const usable = this.secondary
+      .filter((idx) => idx.usableForLookup)
+      .map((idx) => ({ idx, ...idx.usablePrefix(eqs) }))
+      .filter((candidate) => candidate.length > 0);
+    const longest = Math.max(0, ...usable.map((candidate) => candidate.length));
+    const chosen = usable.filter((candidate) => candidate.kept || candidate.length === longest);
+    const plan = chosen.some((candidate) => candidate.kept && candidate.length === longest)
+      ? chosen.filter((candidate) => candidate.kept)
+      : [...chosen.filter((candidate) => candidate.kept), ...chosen.filter((candidate) => !candidate.kept).slice(0, 1)];
     let best: Owners[] | undefined;
     let bestSize = Infinity;
-    for (const idx of this.secondary) {
-      const hit = idx.usableForLookup ? idx.lookup(eqs) : undefined;
+    for (const { idx } of plan) {
+      const hit = idx.lookup(eqs, this.docs);
       const size = hit?.reduce((n, owners) => n + ownerCount(owners), 0) ?? Infinity;
       if (hit && size < bestSize) [best, bestSize] = [hit, size];
     }
