@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import { compare } from '../load.js';
+import { compare, fire, type LoadTarget } from '../load.js';
 import { cpuMs as cpu, cpuRatio as cpuRatioOf, cpuRatiosText, int, ms, type Row } from '../report.js';
 import { atOnceSettings, json, type BenchContext } from './context.js';
 import type { AddressInfo } from 'node:net';
@@ -30,6 +30,14 @@ const SAMPLED_CPU_TARGET = 1.1;
  * 0.93, 0.98, 1.08, 1.04, 1.00× this way (medians 1.00, 1.00); in turns at 1,000 req/s, 0.93×.
  */
 const RATE_PER_SIDE = 500;
+/**
+ * ...but at most this share of what the web process serves of create task at saturation: 500 req/s was a tenth of it
+ * on the machine the rate was chosen on (4,900 req/s). A machine serving a fifth of that (2026-11-27, late: 700-900
+ * req/s) was saturated by two sides at 500: they reached 330-485 req/s, requests queued, and a sampled request kept
+ * the trace context storage (with its promise hooks) on for its whole wait, 31% of the time. The ratio read about the
+ * same there (1.22x at 500, 1.24x at 60 req/s each), but only below saturation is it the comparison described.
+ */
+const RATE_SHARE_OF_CAPACITY = 0.1;
 const PRODUCTION_SAMPLING = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' };
 
 /**
@@ -54,6 +62,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
     server,
   });
   const rows: Row[] = [];
+  const rate = options.rate ?? (await ratePerSide(context, target(stack.web.url, 'web')));
   const variants = [
     { name: 'web-traced', label: 'every request traced', env: {}, judged: false },
     {
@@ -78,9 +87,9 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
         `create task, tracing ${variant.label} vs off`,
         () => target(traced.url, variant.name),
         () => target(untraced.url, 'web-untraced'),
-        // Both at once at a fixed rate (--rate, else RATE_PER_SIDE): CPU per request below saturation,
+        // Both at once at a fixed rate (--rate, else ratePerSide): CPU per request below saturation,
         // with the machine's slow and fast spells on both sides alike.
-        atOnceSettings(options, options.rate ?? RATE_PER_SIDE),
+        atOnceSettings(options, rate),
       );
       const { ours: on, baseline: off } = comparison;
       const cpuRatio = cpuRatioOf(comparison);
@@ -107,7 +116,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
           : {}),
         note:
           `CPU of the web process per request: ${cpu(on.serverCpuMs)} on vs ${cpu(off.serverCpuMs)} off` +
-          `${cpuRatio === undefined ? '' : `; ${cpuRatio.toFixed(2)}×, the median of the runs' ratios (${cpuRatiosText(comparison)}), both sides loaded at once at ${int(options.rate ?? RATE_PER_SIDE)} req/s each`}. ` +
+          `${cpuRatio === undefined ? '' : `; ${cpuRatio.toFixed(2)}×, the median of the runs' ratios (${cpuRatiosText(comparison)}), both sides loaded at once at ${int(rate)} req/s each`}. ` +
           `The sink received ${int(sink.received.requests - exportsBefore.requests)} OTLP exports, ` +
           `${int((sink.received.bytes - exportsBefore.bytes) / 1024)} KiB. CPU (% of one core): ${on.cpu}.`,
       });
@@ -116,4 +125,14 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
     }
   }
   return rows;
+}
+
+/** RATE_PER_SIDE, or RATE_SHARE_OF_CAPACITY of the create tasks the web process serves at saturation if that is less. */
+async function ratePerSide({ options }: BenchContext, untraced: LoadTarget): Promise<number> {
+  const seconds = Math.max(2, Math.round(options.runSeconds / 2));
+  await fire(untraced, seconds, options.connections); // warm-up
+  const capacity = (await fire(untraced, seconds, options.connections)).rps;
+  const rate = Math.min(RATE_PER_SIDE, Math.max(50, Math.round((capacity * RATE_SHARE_OF_CAPACITY) / 10) * 10));
+  console.log(`  create task at saturation: ${int(capacity)} req/s; each side loaded at ${int(rate)} req/s`);
+  return rate;
 }
