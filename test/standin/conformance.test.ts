@@ -734,6 +734,7 @@ describe.skipIf(isReal)('stand-in specifics', () => {
     // First lookups: built from the documents stored so far (multikey entries included).
     expect(ids({ company: 'c1', tags: 't2' })).toEqual(every((i) => i % 4 === 1 && i % 3 === 2));
     expect(ids({ company: 'c2' })).toHaveLength(250);
+    expect(ids({ company: { $in: [] } })).toEqual([]); // matches nothing, from the index without a scan
 
     stored.insert({ _id: 1_000, company: 'c1', tags: ['t2'] });
     const moved = must([...stored.candidates({ _id: 5 })][0], 'document 5');

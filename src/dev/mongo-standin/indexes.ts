@@ -226,11 +226,10 @@ export class Index {
    * Sets are returned unmerged so the caller can pick the cheapest index first.
    */
   lookup(eqs: Map<string, unknown[]>, docs: ReadonlyMap<string, Doc>): Owners[] | undefined {
-    const combos = this.equalityCombos(eqs);
-    const len = combos[0]?.length ?? 0;
-    if (len === 0) return undefined;
-    if (len > this.maintained) this.build(len, docs);
-    const map = must(this.byPrefix[len - 1], 'a map per key prefix');
+    const { combos, length } = this.equalityCombos(eqs);
+    if (length === 0) return undefined;
+    if (length > this.maintained) this.build(length, docs);
+    const map = must(this.byPrefix[length - 1], 'a map per key prefix');
     return combos.map((c) => map.get(serializeKey(c))).filter((owners): owners is Owners => owners !== undefined);
   }
 
@@ -239,19 +238,24 @@ export class Index {
    * already: the planner prefers an index it need not build.
    */
   usablePrefix(eqs: Map<string, unknown[]>): { length: number; kept: boolean } {
-    const length = this.equalityCombos(eqs)[0]?.length ?? 0;
+    const { length } = this.equalityCombos(eqs);
     return { length, kept: length > 0 && length <= this.maintained };
   }
 
-  /** The value tuples of the longest prefix of kept fields with equality conditions (at most 1,000 combinations). */
-  private equalityCombos(eqs: Map<string, unknown[]>): unknown[][] {
+  /**
+   * The value tuples of the longest prefix of fields before `_id` with equality conditions (at most 1,000
+   * combinations), and that prefix's length: an empty `$in` makes no tuples, a lookup that finds nothing.
+   */
+  private equalityCombos(eqs: Map<string, unknown[]>): { combos: unknown[][]; length: number } {
     let combos: unknown[][] = [[]];
+    let length = 0;
     for (const f of this.fields.slice(0, this.byPrefix.length)) {
       const vals = eqs.get(f);
       if (!vals || combos.length * vals.length > 1000) break;
       combos = combos.flatMap((c) => vals.map((v) => [...c, v]));
+      length++;
     }
-    return combos;
+    return { combos, length };
   }
 
   /** Starts keeping the first `length` maps: built from the documents, then kept up to date with every write. */
@@ -284,7 +288,7 @@ function exportValue(v: unknown): unknown {
 }
 
 /** The keys of a document in an index that keeps no maps yet (see Index.maintained). */
-const NO_ENTRIES: IndexKeys = { tuples: [], prefixes: [] };
+const NO_ENTRIES: IndexKeys = Object.freeze({ tuples: [], prefixes: [] });
 
 /** Keys of a document with one value per indexed field (no multikey): the usual case, each value serialized once. */
 function singleEntryKeys(tuple: unknown[], kept: number): IndexKeys {
