@@ -33,7 +33,7 @@ const ADD_CHUNK = 500;
  */
 const WRITES_PER_SECOND = 1_000;
 const EVENTS_PER_MOVE = (WRITES_PER_SECOND * OUTBOX_MOVE_INTERVAL_MS) / 1_000;
-/** Longer than the worker's record-coalescing window (10 ms under load): its last writes of a backlog are done by then. */
+/** Longer than the worker's record-coalescing window (WORKER_RECORD_INTERVAL_MS): its last writes of a backlog are done by then. */
 const RECORDS_SETTLE_MS = 250;
 /** Companies (one hook each) the backlog's events are spread over. */
 const RECEIVERS = 16;

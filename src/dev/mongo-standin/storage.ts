@@ -146,16 +146,17 @@ export class Collection {
     if (idValues) {
       return [...new Set(idValues.map(keyOf))].map((k) => this.docs.get(k)).filter((d): d is Doc => d !== undefined);
     }
-    // Among the indexes using the most equality fields, those with their maps kept; else one is built (Index.lookup).
+    // The indexes whose maps are kept; and, when none of them uses as many equality fields as another index
+    // could, that one too (Index.lookup builds its maps once).
     const usable = this.secondary
       .filter((idx) => idx.usableForLookup)
       .map((idx) => ({ idx, ...idx.usablePrefix(eqs) }))
       .filter((candidate) => candidate.length > 0);
     const longest = Math.max(0, ...usable.map((candidate) => candidate.length));
-    const chosen = usable.filter((candidate) => candidate.kept || candidate.length === longest);
-    const plan = chosen.some((candidate) => candidate.kept && candidate.length === longest)
-      ? chosen.filter((candidate) => candidate.kept)
-      : [...chosen.filter((candidate) => candidate.kept), ...chosen.filter((candidate) => !candidate.kept).slice(0, 1)];
+    const kept = usable.filter((candidate) => candidate.kept);
+    const plan = kept.some((candidate) => candidate.length === longest)
+      ? kept
+      : [...kept, ...usable.filter((candidate) => candidate.length === longest).slice(0, 1)];
     let best: Owners[] | undefined;
     let bestSize = Infinity;
     for (const { idx } of plan) {
