@@ -52,6 +52,7 @@ export class RssSampler {
   private readonly pids = new Map<string, number>();
   private readonly metricsUrls = new Map<string, string>();
   private timers: NodeJS.Timeout[] = [];
+  private scrapesPaused = 0;
 
   watch(name: string, pid: number | undefined, metricsUrl?: string): void {
     if (pid) this.pids.set(name, pid);
@@ -69,7 +70,21 @@ export class RssSampler {
     this.samples.set(name, list);
   }
 
+  /**
+   * Runs `work` with no /metrics scrape: a scrape reads the queue gauges, a few Redis commands of the
+   * scraped process that a count of its commands per request must not include.
+   */
+  async withoutScrapes<T>(work: () => Promise<T>): Promise<T> {
+    this.scrapesPaused++;
+    try {
+      return await work();
+    } finally {
+      this.scrapesPaused--;
+    }
+  }
+
   private async sampleHeaps(): Promise<void> {
+    if (this.scrapesPaused > 0) return;
     const at = Date.now();
     for (const [name, url] of this.metricsUrls) {
       for (const [series, mb] of await memoryGaugesOf(url)) this.record(`${name} ${series}`, at, mb);

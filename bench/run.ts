@@ -47,7 +47,7 @@ const deadline = setTimeout(
 );
 
 /**
- * Events and tasks of the scenarios before (tens of thousands of each), dropped from the queues and deleted
+ * Events, tasks and items of the scenarios before (tens of thousands of each), dropped from the queues and deleted
  * from MongoDB before each comparison group and the worker scenarios. Left in `events` as unfinished, the
  * worker's first reconciliation (no mark in Redis yet) and its follow-up pass would put every one back on
  * the queues, ahead of and among the soak's and the webhook scenario's events (that was the 80
@@ -65,6 +65,8 @@ async function dropEarlierScenarioRecords(stack: Stack): Promise<void> {
   }
   await stack.db.collection('events').deleteMany({});
   await stack.db.collection('tasks').deleteMany({});
+  // The items the CRUD and batch rows created (some 250,000); the seeded ones (source 'import') stay.
+  await stack.db.collection('items').deleteMany({ source: { $ne: 'import' } });
 }
 
 /** Top self-time functions of each profiled process's main thread (thread id 0 in the file name). */
@@ -117,7 +119,7 @@ async function main(): Promise<void> {
   console.log(
     `seeded 2 companies through the admin API and ${options.items.toLocaleString('en-US')} items by bulk insert in ${((Date.now() - seedStart) / 1000).toFixed(1)} s`,
   );
-  const context = { stack, seeded, options };
+  const context = { stack, seeded, options, sampler };
   const measuring = cpuMeter.snapshot();
   const loadBefore = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 

@@ -1,5 +1,6 @@
 import type { CompareSettings } from '../load.js';
 import type { BenchOptions } from '../options.js';
+import type { RssSampler } from '../rss.js';
 import type { Seeded } from '../seed.js';
 import type { Stack } from '../stack.js';
 
@@ -7,6 +8,8 @@ export interface BenchContext {
   stack: Stack;
   seeded: Seeded;
   options: BenchOptions;
+  /** Samples the web process's memory all along (scraping its /metrics every 5 s). */
+  sampler: RssSampler;
 }
 
 export function compareSettings(options: BenchOptions): CompareSettings {
