@@ -23,7 +23,7 @@ import { runOverdueBench } from './scenarios/overdue.js';
 import { runOverheadScenarios } from './scenarios/overhead.js';
 import { runTracingScenario } from './scenarios/tracing.js';
 import { runWebhookScenarios } from './scenarios/webhooks.js';
-import { seed } from './seed.js';
+import { SEEDED_ITEM_SOURCE, seed } from './seed.js';
 import { startStack, type Stack } from './stack.js';
 
 const options = parseOptions(process.argv.slice(2));
@@ -65,8 +65,8 @@ async function dropEarlierScenarioRecords(stack: Stack): Promise<void> {
   }
   await stack.db.collection('events').deleteMany({});
   await stack.db.collection('tasks').deleteMany({});
-  // The items the CRUD and batch rows created (some 250,000); the seeded ones (source 'import') stay.
-  await stack.db.collection('items').deleteMany({ source: { $ne: 'import' } });
+  // The items the CRUD and batch rows created (some 250,000); the seeded ones stay.
+  await stack.db.collection('items').deleteMany({ source: { $ne: SEEDED_ITEM_SOURCE } });
 }
 
 /** Top self-time functions of each profiled process's main thread (thread id 0 in the file name). */

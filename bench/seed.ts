@@ -7,6 +7,9 @@ import type { ItemDoc } from '../src/items/repository.js';
 import type { PipelineDoc } from '../src/pipelines/repository.js';
 import type { Stack } from './stack.js';
 
+/** The `source` of the seeded items, which every scenario's own items lack (theirs come through the API). */
+export const SEEDED_ITEM_SOURCE = 'import';
+
 export interface Tenant {
   companyId: string;
   userId: string;
@@ -120,7 +123,7 @@ async function insertItems(
           stage_id: must(pipeline.stages[index % pipeline.stages.length], 'a stage').stage_id,
           status_id: null,
           contact_id: values.contact_id,
-          source: 'import',
+          source: SEEDED_ITEM_SOURCE,
           custom,
           dup_tokens: duplicateTokens(pipeline, values),
           external_id: null,
