@@ -32,7 +32,7 @@ const MAX_TREND_MB = 5;
 /**
  * A steady mixed load (reads, a list, task creations whose task.created events the worker delivers
  * to the receiver) for `soakSeconds`, while the RSS of the web and worker processes is sampled every
- * second and their heap and RSS right after a full GC every 5 s. Flat means the least-squares trend of those over the judged
+ * second and their heap and RSS right after a full GC every 5 s. Flat means the Theil–Sen trend (rss.ts) of those over the judged
  * window stays within ±5 MB (a leak's steady rise; the GC saw-tooth around a flat line does not count).
  */
 export async function runMemorySoak(context: BenchContext, sampler: RssSampler): Promise<Row[]> {
@@ -71,7 +71,8 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
     const rss = flatness(sampler.between(name, from, ended));
     const heap = flatness(sampler.between(heapSeries(name), from, ended));
     const rssAfterGc = flatness(sampler.between(rssAfterGcSeries(name), from, ended));
-    const whole = flatness(sampler.between(name, 0, Number.POSITIVE_INFINITY));
+    const wholeRun = sampler.between(name, 0, Number.POSITIVE_INFINITY).map((sample) => sample.mb);
+    const whole = wholeRun.length > 0 ? { min: Math.min(...wholeRun), max: Math.max(...wholeRun) } : undefined;
     const scenario = `memory: ${name} RSS and heap after full GCs during a ${options.soakSeconds} s soak (${window})`;
     const target = `trend within ±${MAX_TREND_MB} MB over the ${window} (RSS and heap, each right after a full GC)`;
     if (!rss || !heap || !rssAfterGc || !whole) {
@@ -82,8 +83,8 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
     rows.push({
       scenario,
       value:
-        `RSS after full GC ${rssAfterGc.first.toFixed(0)} → ${rssAfterGc.last.toFixed(0)} MB, trend ${signed(rssAfterGc.trendMb)} MB; ` +
-        `heap after full GC ${heap.first.toFixed(1)} → ${heap.last.toFixed(1)} MB, trend ${signed(heap.trendMb)} MB ` +
+        `RSS after full GC ${rssAfterGc.first.toFixed(0)} → ${rssAfterGc.last.toFixed(0)} MB, trend ${signed(rssAfterGc.trendMb)} MB (least squares ${signed(rssAfterGc.leastSquaresTrendMb)}); ` +
+        `heap after full GC ${heap.first.toFixed(1)} → ${heap.last.toFixed(1)} MB, trend ${signed(heap.trendMb)} MB (least squares ${signed(heap.leastSquaresTrendMb)}) ` +
         `(RSS every second: ${rss.first.toFixed(0)} → ${rss.last.toFixed(0)} MB, min ${rss.min.toFixed(0)}, max ${rss.max.toFixed(0)}, trend of the saw-tooth ${signed(rss.trendMb)} MB)`,
       target,
       pass: Math.abs(rssAfterGc.trendMb) <= MAX_TREND_MB && Math.abs(heap.trendMb) <= MAX_TREND_MB,
@@ -92,7 +93,7 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
           ? `Soak load: ${int(load.rps)} req/s achieved (${int(load.failures)} failures) cycling GET item, GET pipeline, list 20 items (a pipeline of ${SOAK_ITEMS}), POST task (delivered as a webhook). ` +
             `Over the whole benchmark the web RSS ranged ${whole.min.toFixed(0)}–${whole.max.toFixed(0)} MB.`
           : `Over the whole benchmark (from its start) the worker RSS ranged ${whole.min.toFixed(0)}–${whole.max.toFixed(0)} MB. ` +
-            'Trend: the least-squares line through the samples, its rise across the window. RSS of a Node process under steady load is a GC saw-tooth ' +
+            'Trend: the median slope between every two samples (Theil–Sen), times the window; least squares beside it. RSS of a Node process under steady load is a GC saw-tooth ' +
             '(old-generation garbage and the Buffers it holds, given back at each full collection: rss.csv records heap total and external memory every 5 s), whose trend over a window of a few cycles depends on where the window cuts them; ' +
             'a leak lifts what is left right after each full collection: nodejs_heap_used_after_full_gc_bytes and process_resident_memory_after_full_gc_bytes, read from /metrics every 5 s. Every sample is in rss.csv in the log directory.',
     });
