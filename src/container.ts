@@ -79,6 +79,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     hooks: new HooksService({
       hooks: repos.hooks,
       deliveries: repos.deliveries,
+      events: repos.events,
       guard: targetGuard,
       pipelineExists: async (companyId, pipelineId) =>
         (await repos.pipelines.findCached(companyId, pipelineId)) !== null,

@@ -367,7 +367,7 @@ export async function runWebhookScenarios(context: BenchContext, receiver: Bench
         cpuRatio <= MAX_CPU_RATIO,
       note:
         `Events added straight to the hook-fanout queue (as the API's publisher adds them), ${int(ADD_CHUNK)} per addBulk, spread over ${RECEIVERS} companies with one hook each (a hook has at most HOOK_MAX_IN_FLIGHT_PER_HOOK requests in flight); rate = events / (first add → last arrival). ` +
-        `Ours: one fan-out job per ${EVENTS_PER_MOVE} events, a move's batch at 1,000 writes/s (hooks from the process cache, Standard Webhooks signature, POST, delivery record with the envelope in MongoDB, one bulk write for the attempts made together). ` +
+        `Ours: one fan-out job per ${EVENTS_PER_MOVE} events, a move's batch at 1,000 writes/s (hooks from the process cache, Standard Webhooks signature, POST, delivery record in MongoDB (the envelope left out once delivered), one bulk write for the attempts made together). ` +
         `Bare: one BullMQ job per event, POST only, to a receiver of its own. ${options.webhookRuns} run(s), each a backlog of each worker alone (deliveries/s and latencies: the median run's; latencies include the time queued behind the backlog) and then a backlog of each at once: CPU per delivery is judged at once, both workers through the same spell of the machine, on the median of the runs' ratios (${ratios}; alone, in turns: ${aloneRatios}). Duplicate deliveries of ours seen: ${duplicates}. ` +
         `MongoDB commands (round trips) of our worker per delivery (MONGO_COMMAND_METRICS): ${perDelivery || 'none'}. ` +
         `CPU (% of one core) during ours alone: ${ours.cpu}; during the bare worker alone: ${bare.cpu}; at once: ${together.ours.cpu}.`,

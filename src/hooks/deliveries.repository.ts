@@ -1,7 +1,7 @@
 import { type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
+import { HOOK_PING, type WebhookEnvelope, type WebhookEventType } from '../events/envelope.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
-import type { WebhookEnvelope, WebhookEventType } from '../events/envelope.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
 
@@ -19,7 +19,7 @@ export interface DeliveryAttempt {
   response_body?: string | null;
 }
 
-/** One event to one target, with its attempts; the envelope is kept so it can be sent again. */
+/** One event to one target, with its attempts, and the envelope while it may be sent from here again (keepsEnvelope). */
 export interface DeliveryDoc {
   /** `${hook_id}:${event_id}` for hooks, the delivery job id for automation webhooks. */
   _id: string;
@@ -28,7 +28,8 @@ export interface DeliveryDoc {
   automation_id: string | null;
   event_id: string;
   event_type: WebhookEventType;
-  event: WebhookEnvelope;
+  /** Absent on a record whose attempts have all succeeded: the event is in `events` (see keepsEnvelope). */
+  event?: WebhookEnvelope;
   /** The latest attempts of this delivery, oldest first (capped). */
   attempts: DeliveryAttempt[];
   /** When the next attempt is due (null or absent when none will follow), and the job that makes it. */
@@ -57,6 +58,17 @@ export type ListedAttempt = DeliveryAttempt & { event_id: string; event_type: We
 const ATTEMPTS_PER_DELIVERY = 50;
 /** Delivery records (and the envelopes in them) are kept this long after their last attempt. */
 const RETENTION_SECONDS = 30 * 24 * 3600;
+
+/**
+ * Whether an attempt's record keeps the event's envelope. A failed attempt's delivery may be sent again
+ * from its record (the next retry after Redis lost its job, a redelivery of a failed delivery: DECISIONS.md
+ * section 9), and a ping is recorded nowhere else. A delivered event is in `events` for EVENTS_RETENTION_DAYS,
+ * where a redelivery finds it (HooksService.redeliver): a delivered first attempt, most of what the hooks
+ * worker writes, leaves the envelope out, half of its record's BSON and the CPU to make it.
+ */
+function keepsEnvelope(event: WebhookEnvelope, attempt: DeliveryAttempt): boolean {
+  return !attempt.succeeded || event.type === HOOK_PING;
+}
 
 export function hookDeliveryKey(hookId: string, eventId: string): string {
   return `${hookId}:${eventId}`;
@@ -150,12 +162,18 @@ export class DeliveriesRepository {
             ...target,
             event_id: event.event_id,
             event_type: event.type,
-            event,
             attempts: [],
             created_at: now,
             updated_at: now,
           },
-          $set: { next_attempt_at: now, job_id: job.id, target: job.target, attempts_made: job.attempts_before ?? 0 },
+          // The envelope also on a record of delivered attempts (which has none): this attempt is sent from it.
+          $set: {
+            event,
+            next_attempt_at: now,
+            job_id: job.id,
+            target: job.target,
+            attempts_made: job.attempts_before ?? 0,
+          },
         },
         { upsert: true },
       );
@@ -190,12 +208,19 @@ export class DeliveriesRepository {
       .slice(0, limit);
   }
 
-  async findHookEvent(companyId: string, hookId: string, eventId: string): Promise<WebhookEnvelope | null> {
-    const doc = await this.deliveries.findOne(
+  /**
+   * The hook's delivery of the event, if there was one, with the envelope when the record keeps it
+   * (keepsEnvelope: otherwise the event is read from `events`).
+   */
+  async findHookDelivery(
+    companyId: string,
+    hookId: string,
+    eventId: string,
+  ): Promise<{ event?: WebhookEnvelope } | null> {
+    return this.deliveries.findOne(
       { _id: hookDeliveryKey(hookId, eventId), company_id: companyId, hook_id: hookId },
-      { projection: { event: 1 } },
+      { projection: { _id: 0, event: 1 } },
     );
-    return doc?.event ?? null;
   }
 
   /**
@@ -218,12 +243,13 @@ export class DeliveriesRepository {
       .sort({ next_attempt_at: 1, _id: 1 })
       .limit(limit)
       .toArray();
-    const due = docs.filter((doc) => doc.next_attempt_at && doc.job_id && doc.target);
+    // A due record holds its envelope (keepsEnvelope; recordScheduled sets it).
+    const due = docs.filter((doc) => doc.next_attempt_at && doc.job_id && doc.target && doc.event);
     const last = docs[docs.length - 1];
     return {
       deliveries: due.map((doc) => ({
         jobId: doc.job_id!,
-        data: { event: doc.event, target: doc.target!, attempts_before: doc.attempts_made ?? 0 },
+        data: { event: doc.event!, target: doc.target!, attempts_before: doc.attempts_made ?? 0 },
         dueAt: doc.next_attempt_at!,
       })),
       next: docs.length === limit && last ? JSON.stringify([last.next_attempt_at!.getTime(), last._id]) : undefined,
@@ -243,7 +269,7 @@ function startedDelivery({ key, target, event, attempt, job }: AttemptRecord): D
     ...target,
     event_id: event.event_id,
     event_type: event.type,
-    event,
+    ...(keepsEnvelope(event, attempt) ? { event } : {}),
     attempts: [attempt],
     next_attempt_at: attempt.next_retry_at,
     job_id: job.id,
@@ -264,11 +290,11 @@ function attemptUpsert({ key, target, event, attempt, job }: AttemptRecord): Any
           ...target,
           event_id: event.event_id,
           event_type: event.type,
-          event,
           created_at: attempt.attempted_at,
         },
         // When the next attempt is due and the job that makes it: what survives Redis losing that job.
         $set: {
+          ...(keepsEnvelope(event, attempt) ? { event } : {}),
           updated_at: attempt.attempted_at,
           next_attempt_at: attempt.next_retry_at,
           job_id: job.id,

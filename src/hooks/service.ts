@@ -21,6 +21,7 @@ import {
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
 import type { Actor } from '../auth/authenticator.js';
+import type { EventsRepository } from '../events/repository.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
 import type { HookDoc, HooksRepository } from './repository.js';
@@ -32,6 +33,8 @@ export const RECENT_ATTEMPTS = 100;
 export interface HooksServiceDeps {
   hooks: HooksRepository;
   deliveries: DeliveriesRepository;
+  /** Where a delivered event's envelope is read for a redelivery (its delivery record leaves it out). */
+  events: Pick<EventsRepository, 'findById'>;
   guard: TargetGuard;
   /** Whether a pipeline of the company exists (a filter may name only those). */
   pipelineExists(companyId: string, pipelineId: string): Promise<boolean>;
@@ -162,7 +165,10 @@ export class HooksService {
     eventId: string,
   ): Promise<{ hook_id: string; event_id: string; status: 'queued' }> {
     const hook = await this.find(actor, hookId);
-    const event = await this.deps.deliveries.findHookEvent(actor.companyId, hookId, eventId);
+    const delivery = await this.deps.deliveries.findHookDelivery(actor.companyId, hookId, eventId);
+    if (!delivery) throw new NotFoundError('Delivery');
+    // A delivered event: from the events store, for as long as it keeps events (EVENTS_RETENTION_DAYS).
+    const event = delivery.event ?? (await this.deps.events.findById(actor.companyId, eventId))?.event;
     if (!event) throw new NotFoundError('Delivery');
     if (hook.disabled_at) await this.deps.hooks.reenable(actor.companyId, hookId);
     await this.enqueue(

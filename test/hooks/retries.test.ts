@@ -96,6 +96,39 @@ describe('retries', () => {
     );
   });
 
+  it('redelivers a delivered event from the events store (its record keeps no envelope), and retries it from the record', async () => {
+    // Delivered, then the redelivery fails once and its retry is delivered.
+    const { tenant, inbox, hook } = await hookTo((index) => (index === 1 ? 500 : 200));
+    await createTask(t.app, tenant);
+    await waitFor(() => inbox.requests.length === 1);
+    const delivered = must(inbox.requests[0], 'the delivery');
+    const key = `${hook.hook_id}:${delivered.id}`;
+    const record = await waitFor(() => t.db.collection('deliveries').findOne({ _id: key as never }));
+    expect(record?.attempts).toHaveLength(1);
+    expect(record).not.toHaveProperty('event');
+
+    const response = await ext(
+      t.app,
+      tenant.key,
+      'POST',
+      `/hooks/${hook.hook_id}/deliveries/${delivered.id}/redeliver`,
+    );
+    expect(response.statusCode, response.body).toBe(202);
+    await waitFor(() => inbox.requests.length === 3);
+    for (const again of inbox.requests.slice(1)) {
+      expect(again.id).toBe(delivered.id);
+      expect(again.body).toBe(delivered.body);
+    }
+    // The failed attempt put the envelope in the record: what the reconciler sends from if Redis loses the retry.
+    const retried = await t.db.collection('deliveries').findOne({ _id: key as never });
+    expect(retried?.event).toMatchObject({ event_id: delivered.id, type: 'task.created' });
+    expect((await attemptsOf(tenant, hook.hook_id, 3)).map((a: { succeeded: boolean }) => a.succeeded)).toEqual([
+      true,
+      false,
+      true,
+    ]);
+  });
+
   it('honours a longer Retry-After on 429', async () => {
     const { tenant, inbox } = await hookTo((index) =>
       index === 0 ? { status: 429, headers: { 'retry-after': '1' } } : 200,
