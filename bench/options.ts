@@ -43,6 +43,8 @@ export interface BenchOptions {
   soakSeconds: number;
   /** Requests per scenario for the Redis round-trip count. */
   redisTripRequests: number;
+  /** Only the conventional comparisons whose route contains this text (`--route=tasks`); all when absent. */
+  route?: string;
   /** Run the web process with --cpu-prof and print its top self-time functions. */
   profile: boolean;
   groups: Set<ScenarioGroup>;
@@ -52,7 +54,7 @@ export interface BenchOptions {
   deadlineSeconds: number;
 }
 
-const USAGE = `usage: npm run bench -- [--quick] [--profile] [--only=${SCENARIO_GROUPS.join(',')}] [--runs=N] [--duration=S] [--rate=N] [--soak=S]`;
+const USAGE = `usage: npm run bench -- [--quick] [--profile] [--only=${SCENARIO_GROUPS.join(',')}] [--runs=N] [--duration=S] [--rate=N] [--soak=S] [--route=TEXT]`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const flags = new Map<string, string>();
@@ -65,7 +67,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (name === undefined) throw new Error(`unknown argument ${arg}\n${USAGE}`);
     flags.set(name, value ?? 'true');
   }
-  const known = new Set(['quick', 'profile', 'only', 'runs', 'duration', 'rate', 'soak']);
+  const known = new Set(['quick', 'profile', 'only', 'runs', 'duration', 'rate', 'soak', 'route']);
   for (const flag of flags.keys()) if (!known.has(flag)) throw new Error(`unknown option --${flag}\n${USAGE}`);
 
   const quick = flags.get('quick') === 'true';
@@ -96,6 +98,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     runSeconds: number('duration', quick ? 3 : 8),
     connections: 10,
     ...(flags.has('rate') ? { rate: number('rate', 0) } : {}),
+    ...(flags.has('route') ? { route: flags.get('route') } : {}),
     items: quick ? 2_000 : 10_000,
     webhookEvents: quick ? 2_000 : 20_000,
     webhookRuns: number('runs', quick ? 1 : 5),

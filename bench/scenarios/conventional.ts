@@ -80,7 +80,7 @@ export async function runConventionalScenarios(context: BenchContext): Promise<R
     },
   ];
   const rows: Row[] = [];
-  for (const route of routes) {
+  for (const route of routes.filter(({ scenario }) => !options.route || scenario.includes(options.route))) {
     const throughput = await compare(
       route.scenario,
       () => ours(route.load),
