@@ -108,7 +108,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     },
-    return503OnClosing: true,
+    // While closing, a request that reached an open connection is served (with Connection: close, below)
+    // instead of a bare 503: it was sent before we stopped accepting, and new connections are refused.
+    return503OnClosing: false,
     trustProxy: trustProxyOption(deps.config.TRUST_PROXY),
     ...serverTimeoutOptions(deps.config),
     clientErrorHandler: answerClientError,

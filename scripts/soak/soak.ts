@@ -27,6 +27,8 @@ export interface SoakReport {
   requests: number;
   byStatus: Record<string, number>;
   serverErrors: number;
+  /** The first few 5xx answers, with their problem body. */
+  serverErrorSamples: string[];
   connectionErrors: number;
   itemsCreated: number;
   itemsPresent: number;
@@ -244,6 +246,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         [...stats.statuses].sort(([a], [b]) => a - b).map(([status, count]) => [String(status), count]),
       ),
       serverErrors: [...stats.statuses].filter(([status]) => status >= 500).reduce((sum, [, count]) => sum + count, 0),
+      serverErrorSamples: stats.serverErrorSamples,
       connectionErrors: stats.connectionErrors,
       itemsCreated: stats.itemsCreated.size,
       itemsPresent: await db.collection('items').countDocuments({ _id: { $in: [...stats.itemsCreated] as never[] } }),
@@ -293,5 +296,6 @@ export function formatReport(report: SoakReport): string {
       ([name, rss]) => `| RSS ${name} (MiB) | min ${rss.min}, max ${rss.max}, last ${rss.last} | flat |`,
     ),
   ];
-  return [...lines, '', `faults: ${report.faults.join('; ')}`, `process logs: ${logDir}`].join('\n');
+  const serverErrors = report.serverErrorSamples.map((sample) => `5xx: ${sample}`);
+  return [...lines, '', `faults: ${report.faults.join('; ')}`, ...serverErrors, `process logs: ${logDir}`].join('\n');
 }

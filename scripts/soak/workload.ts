@@ -15,7 +15,12 @@ export interface WorkloadStats {
   /** Events the successful responses imply (creates, effective updates, completions). */
   eventsExpected: number;
   requests: number;
+  /** The first few 5xx answers, each with when, what and which web process: a failing soak says why. */
+  serverErrorSamples: string[];
+  startedAt: number;
 }
+
+const SERVER_ERROR_SAMPLES = 10;
 
 export function newStats(): WorkloadStats {
   return {
@@ -25,6 +30,8 @@ export function newStats(): WorkloadStats {
     tasksCreated: new Set(),
     eventsExpected: 0,
     requests: 0,
+    serverErrorSamples: [],
+    startedAt: Date.now(),
   };
 }
 
@@ -64,6 +71,12 @@ export async function runLoop(
         });
         const text = await response.text();
         stats.statuses.set(response.status, (stats.statuses.get(response.status) ?? 0) + 1);
+        if (response.status >= 500 && stats.serverErrorSamples.length < SERVER_ERROR_SAMPLES) {
+          const seconds = ((Date.now() - stats.startedAt) / 1000).toFixed(1);
+          stats.serverErrorSamples.push(
+            `${seconds}s ${method} ${path} on ${base}: ${response.status} ${text.slice(0, 300)}`,
+          );
+        }
         return { status: response.status, json: (text ? JSON.parse(text) : {}) as ApiRecord };
       } catch {
         stats.connectionErrors++;

@@ -17,7 +17,8 @@ export function registerRequestObservation(app: FastifyInstance): void {
       { method: request.method, route, status_code: String(reply.statusCode) },
       durationMs / 1000,
     );
-    lines.info(
+    // A server error is a warning, so it shows at LOG_LEVEL=warn too.
+    lines[reply.statusCode >= 500 ? 'warn' : 'info'](
       {
         reqId: request.id,
         method: request.method,

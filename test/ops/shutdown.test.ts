@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildTestApp, TEST_ADMIN_TOKEN, uniqueName, type TestApp } from '../helpers/app.js';
@@ -109,6 +110,37 @@ describe(`SIGTERM as a container delivers it (${TINI ? 'tini' : 'no tini install
       `web (${[TINI, TINI && '--', ...argv].filter(Boolean).join(' ')}): exit ${exit.code} ${exit.ms} ms after SIGTERM\n` +
         `${web.lines.filter((line) => /shutting down|Server listening|closing/.test(line)).join('\n')}\n`,
     );
+  }, 120_000);
+
+  it('serves a request whose headers were still arriving when SIGTERM came (no 503 for work that reached it)', async () => {
+    const web = start(dockerfileCommand(), { HOST: '127.0.0.1', PORT: '0', MONGO_DB: uniqueName('t') });
+    const listening = await web.waitForLine(/Server listening at http:\/\/127\.0\.0\.1:\d+/);
+    const port = Number(/127\.0\.0\.1:(\d+)/.exec(listening)![1]);
+
+    // The connection is busy (a request has begun), so closing keeps it; the request is routed only
+    // once its headers are complete, after the process began to close: the race a keep-alive client's
+    // next request runs with a SIGTERM.
+    const body = JSON.stringify({ name: 'Late Headers Inc' });
+    const socket = connect(port, '127.0.0.1');
+    let raw = '';
+    socket.on('data', (chunk) => (raw += chunk.toString('utf8')));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write('POST /v1/admin/companies HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+
+    const stopping = terminate(web);
+    await web.waitForLine(/"msg":"shutting down"/);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // well into the close
+    socket.write(
+      `Authorization: Bearer ${TEST_ADMIN_TOKEN}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await closed; // the server closes the connection after its answer
+    const [head = '', responseBody = ''] = raw.split('\r\n\r\n');
+    expect(head.split('\r\n')[0], raw).toBe('HTTP/1.1 201 Created');
+    expect(head.toLowerCase()).toContain('connection: close');
+    expect(JSON.parse(responseBody).name).toBe('Late Headers Inc');
+    expect(await stopping).toMatchObject({ code: 0, signal: null });
   }, 120_000);
 
   it('the compose worker command lets a webhook in flight finish, records it once, then exits 0', async () => {
