@@ -39,6 +39,8 @@ export interface Comparison {
   runs: number;
   /** Each run's CPU per request of ours over the baseline's (the two measured next to each other). */
   cpuRatios: number[];
+  /** Each run's req/s of ours over the baseline's (the two measured next to each other). */
+  rpsRatios: number[];
 }
 
 export async function fire(target: LoadTarget, seconds: number, connections: number): Promise<Figures> {
@@ -136,6 +138,7 @@ export async function compare(
   const oursRuns: Figures[] = [];
   const baselineRuns: Figures[] = [];
   const cpuRatios: number[] = [];
+  const rpsRatios: number[] = [];
   let oursLast: Figures | undefined;
   let baselineLast: Figures | undefined;
   for (let run = 0; run < settings.runs; run++) {
@@ -147,10 +150,17 @@ export async function compare(
         ? oursLast.serverCpuMs / baselineLast.serverCpuMs
         : undefined;
     if (runRatio !== undefined) cpuRatios.push(runRatio);
+    if (baselineLast.rps > 0) rpsRatios.push(oursLast.rps / baselineLast.rps);
     process.stdout.write(
       `, run ${run + 1}: ${oursLast.rps.toFixed(0)} vs ${baselineLast.rps.toFixed(0)} req/s${runRatio === undefined ? '' : ` (CPU ${runRatio.toFixed(2)}×)`}`,
     );
   }
   process.stdout.write(`\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}\n`);
-  return { ours: medianFigures(oursRuns), baseline: medianFigures(baselineRuns), runs: settings.runs, cpuRatios };
+  return {
+    ours: medianFigures(oursRuns),
+    baseline: medianFigures(baselineRuns),
+    runs: settings.runs,
+    cpuRatios,
+    rpsRatios,
+  };
 }

@@ -1,5 +1,5 @@
 import { compare } from '../load.js';
-import { cpuMs as cpu, cpuRatio, int, ms, type Row } from '../report.js';
+import { cpuMs as cpu, cpuRatio, int, ms, rpsRatio, type Row } from '../report.js';
 import { compareSettings, json, type BenchContext } from './context.js';
 
 /** The durable-events work may cost this much CPU per request. */
@@ -54,7 +54,7 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
         p50: ms(ours.p50),
         p99: ms(ours.p99),
         baseline: `${int(baseline.rps)} (not recorded)`,
-        ratio: ours.rps / baseline.rps,
+        ratio: rpsRatio(recorded),
         target: `CPU per request ≤ ${DURABLE_CPU_TARGET}× without`,
         pass: ratio !== undefined && ratio <= DURABLE_CPU_TARGET && ours.failures + baseline.failures === 0,
         note:
@@ -68,7 +68,7 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
         p50: ms(moved.ours.p50),
         p99: ms(moved.ours.p99),
         baseline: `${int(moved.baseline.rps)} (p50 ${ms(moved.baseline.p50)}, p99 ${ms(moved.baseline.p99)})`,
-        ratio: moved.ours.rps / moved.baseline.rps,
+        ratio: rpsRatio(moved),
         target: 'information',
         pass: undefined,
         note:

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { compare, fire, type LoadTarget } from '../load.js';
-import { cpuMs as cpu, cpuRatio as cpuRatioOf, cpuRatiosText, int, ms, type Row } from '../report.js';
+import { cpuMs as cpu, cpuRatio as cpuRatioOf, cpuRatiosText, int, ms, rpsRatio, type Row } from '../report.js';
 import { atOnceSettings, json, type BenchContext } from './context.js';
 import type { AddressInfo } from 'node:net';
 
@@ -109,7 +109,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
         p50: ms(on.p50),
         p99: ms(on.p99),
         baseline: `${int(off.rps)} (tracing off)`,
-        ratio: on.rps / off.rps,
+        ratio: rpsRatio(comparison),
         target: variant.judged ? `CPU per request ≤ ${SAMPLED_CPU_TARGET}× off` : 'info',
         ...(variant.judged
           ? { pass: cpuRatio !== undefined && cpuRatio <= SAMPLED_CPU_TARGET && on.failures + off.failures === 0 }
