@@ -31,6 +31,29 @@ function connectionPortsOf(pid: number, remotePort: number): Set<number> {
   return ports;
 }
 
+/**
+ * A connection in MONITOR mode, as ioredis's `monitor()` makes it, but with an error listener from the
+ * start. ioredis switches to monitoring a microtask after MONITOR's OK: lines of other clients that arrive
+ * in the same read are taken as replies to no command, and each emits a "Command queue state error"
+ * (`monitor()` handles only the first; the second crashed a full run with the web's publishing under way).
+ * Those lines come before anything is counted; an error after monitoring began is kept, and the count fails.
+ */
+async function startMonitor(redisUrl: string): Promise<Redis & { lostLines?: Error }> {
+  const monitor: Redis & { lostLines?: Error } = new Redis(redisUrl, { monitor: true });
+  let monitoring = false;
+  monitor.on('error', (error: Error) => {
+    if (monitoring) monitor.lostLines ??= error;
+  });
+  await new Promise<void>((resolve, reject) => {
+    monitor.once('monitoring', () => {
+      monitoring = true;
+      resolve();
+    });
+    monitor.once('end', () => reject(new Error('the MONITOR connection closed before monitoring')));
+  });
+  return monitor;
+}
+
 export interface TripCount {
   /** Network round trips: a MULTI…EXEC block (one pipelined write) counts once. */
   tripsPerRequest: number;
@@ -52,8 +75,7 @@ export async function countRedisTrips(
   const redisPort = Number(new URL(redisUrl).port);
   const ports = connectionPortsOf(pid, redisPort);
   if (ports.size === 0) throw new Error(`process ${pid} has no connection to Redis on port ${redisPort}`);
-  const client = new Redis(redisUrl);
-  const monitor = await client.monitor();
+  const monitor = await startMonitor(redisUrl);
   let trips = 0;
   let total = 0;
   const commands = new Map<string, number>();
@@ -82,8 +104,8 @@ export async function countRedisTrips(
     await new Promise((resolve) => setTimeout(resolve, 500));
   } finally {
     monitor.disconnect();
-    client.disconnect();
   }
+  if (monitor.lostLines) throw new Error(`MONITOR lost lines while counting: ${monitor.lostLines.message}`);
   const perRequest = new Map([...commands].map(([name, count]) => [name, count / requests]));
   return { tripsPerRequest: trips / requests, commandsPerRequest: total / requests, commands: perRequest };
 }
