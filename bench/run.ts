@@ -40,6 +40,12 @@ async function abort(reason: string, code: number): Promise<never> {
 }
 process.once('SIGINT', () => void abort('interrupted', 130));
 process.once('SIGTERM', () => void abort('terminated', 143));
+// An error thrown outside main's await (an emitter's 'error' with no listener) would exit past the deferred
+// releases: the private redis-server, not a child the exit handler below can kill, was left running once.
+process.once('uncaughtException', (error) => {
+  console.error(error);
+  void abort('crashed', 1);
+});
 process.on('exit', () => children.killAllNow());
 const deadline = setTimeout(
   () => void abort(`deadline of ${options.deadlineSeconds} s reached`, 1),
