@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /** Integration files that must import the service's modules afresh (see the projects below). */
 const ISOLATED = ['test/ops/tracing.test.ts', 'test/robustness/key-material.test.ts'];
@@ -16,20 +16,21 @@ export default defineConfig({
       // Pure rules, beside their code: no MongoDB, no Redis, seconds (`npm run test:unit`).
       { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts'] } },
       // Everything that talks to real services (test/global-setup.ts starts them). Files share each fork's
-      // module cache (isolate: false): importing the app afresh for every file was most of a slow machine's run
-      // (116 of 287 s summed, 4 min 47 s in all on 2026-11-29; 3 min 30 s shared). Each file makes its own app,
-      // database and queue prefix; process-wide registries (prom-client) only accumulate.
+      // module cache (isolate: false): importing the app afresh for every file was 116 of the 287 s a slow
+      // machine's fresh clone spent in vitest (182 s shared). Each file makes its own app, database and queue
+      // prefix; process-wide registries (prom-client) only accumulate.
       {
         extends: true,
         test: {
           name: 'integration',
           include: ['test/**/*.test.ts'],
-          exclude: ISOLATED,
+          exclude: [...configDefaults.exclude, ...ISOLATED],
           isolate: false,
           globalSetup: ['test/global-setup.ts'],
         },
       },
       // Files that need modules loaded fresh: tracing instruments the driver as it is imported; vi.mock.
+      // Vitest runs each project's global setup: this one starts its own stand-in and redis-server (0.6 s).
       {
         extends: true,
         test: { name: 'isolated', include: ISOLATED, globalSetup: ['test/global-setup.ts'] },

@@ -36,13 +36,14 @@ function connectionPortsOf(pid: number, remotePort: number): Set<number> {
  * start. ioredis switches to monitoring a microtask after MONITOR's OK: lines of other clients that arrive
  * in the same read are taken as replies to no command, and each emits a "Command queue state error"
  * (`monitor()` handles only the first; the second crashed a full run with the web's publishing under way).
- * Those lines come before anything is counted; an error after monitoring began is kept, and the count fails.
+ * Those lines come before anything is counted; `failure()` is the first error once monitoring began.
  */
-async function startMonitor(redisUrl: string): Promise<Redis & { lostLines?: Error }> {
-  const monitor: Redis & { lostLines?: Error } = new Redis(redisUrl, { monitor: true });
+async function startMonitor(redisUrl: string): Promise<{ monitor: Redis; failure: () => Error | undefined }> {
+  const monitor = new Redis(redisUrl, { monitor: true });
   let monitoring = false;
+  let failure: Error | undefined;
   monitor.on('error', (error: Error) => {
-    if (monitoring) monitor.lostLines ??= error;
+    if (monitoring) failure ??= error;
   });
   await new Promise<void>((resolve, reject) => {
     monitor.once('monitoring', () => {
@@ -51,7 +52,7 @@ async function startMonitor(redisUrl: string): Promise<Redis & { lostLines?: Err
     });
     monitor.once('end', () => reject(new Error('the MONITOR connection closed before monitoring')));
   });
-  return monitor;
+  return { monitor, failure: () => failure };
 }
 
 export interface TripCount {
@@ -75,7 +76,7 @@ export async function countRedisTrips(
   const redisPort = Number(new URL(redisUrl).port);
   const ports = connectionPortsOf(pid, redisPort);
   if (ports.size === 0) throw new Error(`process ${pid} has no connection to Redis on port ${redisPort}`);
-  const monitor = await startMonitor(redisUrl);
+  const { monitor, failure } = await startMonitor(redisUrl);
   let trips = 0;
   let total = 0;
   const commands = new Map<string, number>();
@@ -105,7 +106,8 @@ export async function countRedisTrips(
   } finally {
     monitor.disconnect();
   }
-  if (monitor.lostLines) throw new Error(`MONITOR lost lines while counting: ${monitor.lostLines.message}`);
+  const lost = failure();
+  if (lost) throw new Error(`MONITOR lost lines while counting: ${lost.message}`);
   const perRequest = new Map([...commands].map(([name, count]) => [name, count / requests]));
   return { tripsPerRequest: trips / requests, commandsPerRequest: total / requests, commands: perRequest };
 }

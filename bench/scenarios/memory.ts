@@ -64,8 +64,7 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
     { headers, path: `/v1/ext/items?limit=20&pipeline_id=${tenant.pipelineId}` },
     { method: 'POST', headers, path: '/v1/ext/tasks', body },
   ];
-  // The heap grown by the heavier scenarios before is given back first (V8's memory reducer), so the
-  // soak judges the steady state at this load and not that shrinking.
+  // A settling run first: caches fill, the code is optimized and the heap finds its size at this load.
   await fire({ url: web.url, requests, overallRate: SOAK_RATE }, options.quick ? 3 : 20, 8);
   const started = Date.now();
   const load = await fire({ url: web.url, requests, overallRate: SOAK_RATE }, options.soakSeconds, 8);
@@ -110,5 +109,7 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
             'a leak lifts what is left right after each full collection: nodejs_heap_used_after_full_gc_bytes and process_resident_memory_after_full_gc_bytes, read from /metrics every 5 s. Every sample is in rss.csv in the log directory.',
     });
   }
+  // Idle from here on, it would only compete with the webhook scenarios that follow.
+  await stack.children.stop(web.child);
   return rows;
 }
