@@ -83,6 +83,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
       stack.startExtraWeb(variant.name, { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, ...variant.env }),
     ]);
     try {
+      await warmUpAtSaturation(context, [target(traced.url, variant.name), target(untraced.url, 'web-untraced')]);
       const comparison = await compare(
         `create task, tracing ${variant.label} vs off`,
         () => target(traced.url, variant.name),
@@ -125,6 +126,21 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
     }
   }
   return rows;
+}
+
+/**
+ * Seconds both fresh processes serve create task together as fast as they answer, before the comparison's own
+ * warm-up at the fixed rate. V8 compiles a process's hot code after enough calls, not enough seconds, and
+ * at 80 req/s (a tenth of capacity on a slow machine) its 10 s of paced warm-up were 800 requests: CPU per
+ * request of both sides kept falling for another 6,000 (2.97 to 1.12 ms each at 250 req/s, 2026-11-29), the
+ * traced process, with more code to compile, later than its twin. Its first run then read 1.10-1.19x even
+ * with sampling off (always_off; later runs 0.97-1.04x), so the comparison measured warm-up, not tracing.
+ */
+const SATURATED_WARMUP_SECONDS = 15;
+
+async function warmUpAtSaturation({ options }: BenchContext, targets: LoadTarget[]): Promise<void> {
+  const seconds = options.quick ? options.warmupSeconds : SATURATED_WARMUP_SECONDS;
+  await Promise.all(targets.map((target) => fire(target, seconds, options.connections)));
 }
 
 /** RATE_PER_SIDE, or RATE_SHARE_OF_CAPACITY of the create tasks the web process serves at saturation if that is less. */
