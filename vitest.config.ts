@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import LongRunningFirst from './test/long-running-first.js';
 
 /** Integration files that must import the service's modules afresh (see the projects below). */
 const ISOLATED = ['test/ops/tracing.test.ts', 'test/robustness/key-material.test.ts'];
@@ -12,6 +13,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     teardownTimeout: 20_000,
     reporters: ['default', './test/summary-reporter.ts'],
+    sequence: { sequencer: LongRunningFirst },
     projects: [
       // Pure rules, beside their code: no MongoDB, no Redis, seconds (`npm run test:unit`).
       { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts'] } },
