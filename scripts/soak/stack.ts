@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalRedisCluster } from '../../src/dev/redis-cluster.js';
 import { freePort, PrivateRedisServer } from '../../src/dev/redis-server.js';
+import { compiledTree } from '../compiled-tree.js';
 
 const root = new URL('../..', import.meta.url).pathname;
 
@@ -16,9 +17,10 @@ export interface ManagedProcess {
 /** Each process logs (warn and above) to its own file in `logDir`, so a failure can be read afterwards. */
 export const logDir = mkdtempSync(join(tmpdir(), 'soak-logs-'));
 
+/** Starts `script` (a path in the compiled tree, see compiled-tree.ts) with its output in the log directory. */
 function startNode(name: string, script: string, env: Record<string, string>): ChildProcess {
   const log = openSync(join(logDir, `${name}.log`), 'a');
-  return spawn(process.execPath, ['--import', 'tsx', script], {
+  return spawn(process.execPath, [script], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: 'warn', NODE_ENV: 'test', ...env },
     stdio: ['ignore', log, log],
@@ -79,6 +81,8 @@ export class SoakStack {
   readonly prefix = `soak${Date.now()}`;
   readonly dbName = `soak_${Date.now()}`;
   private mongo?: ManagedProcess;
+  /** The compiled tree the service's processes run from (startInfrastructure builds it). */
+  private tree?: string;
 
   get redisUrl(): string {
     return this.cluster?.url ?? this.redis.url;
@@ -86,12 +90,13 @@ export class SoakStack {
 
   /** `volatileRedis`: a Redis that persists nothing, so a restart loses everything it held (as production Redis often does). */
   async startInfrastructure(options: { cluster?: boolean; volatileRedis?: boolean } = {}): Promise<void> {
+    this.tree = await compiledTree();
     if (process.env.MONGO_URL) this.mongoUrl = process.env.MONGO_URL;
     else {
       const port = await freePort();
       const standin = spawn(
         process.execPath,
-        ['--import', 'tsx', 'src/dev/mongo-standin/cli.ts', '--port', String(port)],
+        [`${this.tree}/dist/src/dev/mongo-standin/cli.js`, '--port', String(port)],
         {
           cwd: root,
           stdio: ['ignore', 'pipe', 'ignore'],
@@ -105,6 +110,11 @@ export class SoakStack {
       this.redis = await PrivateRedisServer.start(
         options.volatileRedis ? {} : { dataDir: mkdtempSync(join(tmpdir(), 'soak-redis-')) },
       );
+  }
+
+  private compiled(): string {
+    if (!this.tree) throw new Error('startInfrastructure() first: it compiles the tree the processes run from');
+    return this.tree;
   }
 
   env(extra: Record<string, string> = {}): Record<string, string> {
@@ -128,7 +138,11 @@ export class SoakStack {
     const listenPort = port ?? (await freePort());
     const managed = {
       name,
-      child: startNode(name, 'src/server.ts', this.env({ PORT: String(listenPort), HOST: '127.0.0.1' })),
+      child: startNode(
+        name,
+        `${this.compiled()}/dist/src/server.js`,
+        this.env({ PORT: String(listenPort), HOST: '127.0.0.1' }),
+      ),
       port: listenPort,
     };
     this.processes.push(managed);
@@ -137,7 +151,7 @@ export class SoakStack {
   }
 
   startWorker(name: string): ManagedProcess {
-    const managed = { name, child: startNode(name, 'workers/main.ts', this.env()) };
+    const managed = { name, child: startNode(name, `${this.compiled()}/dist/workers/main.js`, this.env()) };
     this.processes.push(managed);
     return managed;
   }

@@ -224,10 +224,10 @@ describe('the reconciler', () => {
     const fanout = createQueue('hook-fanout', { connection: stack.redis, prefix: env.config.QUEUE_PREFIX });
     const workerEnv = { WORKERS: 'relay', RECONCILE_INTERVAL_MS: '200', RATE_LIMIT_MAX: '100000' };
     try {
-      const first = spawnWorker(env.config, workerEnv);
+      const first = await spawnWorker(env.config, workerEnv);
       expect(await waitFor(async () => (await fanout.count()) > 0, 60_000, 5)).toBe(true);
       await killHard(first);
-      const second = spawnWorker(env.config, workerEnv);
+      const second = await spawnWorker(env.config, workerEnv);
       try {
         expect(await waitFor(async () => (await jobIds(fanout)).size === 1_500, 60_000, 200)).toBe(true);
       } finally {

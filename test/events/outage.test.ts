@@ -105,13 +105,13 @@ describe('a worker killed mid-processing', () => {
     const count = () => t.db.collection('tasks').countDocuments({ company_id: tenant.companyId, title: 'Follow up' });
     const workerEnv = { WORKERS: 'automations', JOB_LOCK_MS: '2000' };
 
-    const first = spawnWorker(t.config, workerEnv);
+    const first = await spawnWorker(t.config, workerEnv);
     expect(await waitFor(async () => (await count()) >= 20, 30_000, 20)).toBe(true);
     await killHard(first);
     const afterKill = await count();
     expect(afterKill).toBeLessThan(total); // it really died with work left
 
-    const second = spawnWorker(t.config, workerEnv);
+    const second = await spawnWorker(t.config, workerEnv);
     try {
       expect(await waitFor(async () => (await count()) >= total, 60_000, 200)).toBe(true);
       await new Promise((resolve) => setTimeout(resolve, 2_500)); // a stalled job re-run would show up now

@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { compiledTree, REPO_ROOT } from '../../scripts/compiled-tree.js';
 import type { Config } from '../../src/config.js';
 
-/** A real worker process (`workers/main.ts` through tsx) on the test's database, Redis and queue prefix. */
-export function spawnWorker(config: Config, env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
-    cwd: new URL('../..', import.meta.url).pathname,
+/** A real worker process (`dist/workers/main.js` of the compiled tree) on the test's database, Redis and queue prefix. */
+export async function spawnWorker(config: Config, env: Record<string, string>): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [`${await compiledTree()}/dist/workers/main.js`], {
+    cwd: REPO_ROOT,
     env: {
       ...process.env,
       MONGO_URL: config.MONGO_URL!,

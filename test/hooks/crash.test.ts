@@ -39,7 +39,7 @@ describe('a hooks worker killed mid-way', () => {
     expect(taskIds.size).toBe(EVENTS);
 
     const env = { WORKERS: 'hooks', JOB_LOCK_MS: '2000', HOOK_ALLOW_PRIVATE_TARGETS: 'true', HOOK_BACKOFF_MS: '100' };
-    const first = spawnWorker(t.config, env);
+    const first = await spawnWorker(t.config, env);
     try {
       expect(await waitFor(() => inbox.counts().size >= 20, 20_000, 10)).toBe(true);
       await killHard(first);
@@ -49,7 +49,7 @@ describe('a hooks worker killed mid-way', () => {
     const deliveredBeforeKill = inbox.counts().size;
     expect(deliveredBeforeKill).toBeLessThan(EVENTS);
 
-    const second = spawnWorker(t.config, env);
+    const second = await spawnWorker(t.config, env);
     try {
       expect(await waitFor(() => inbox.counts().size === EVENTS, 30_000, 100)).toBe(true);
       await sleep(500); // room for a (wrong) third copy

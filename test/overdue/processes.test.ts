@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compiledTree, REPO_ROOT } from '../../scripts/compiled-tree.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -24,10 +25,10 @@ interface ScanLog {
 }
 let ready = 0;
 
-/** `npm run worker` as a real process with only the overdue role, on this file's database and queue prefix. */
-function spawnOverdueWorker(scans: ScanLog[]): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
-    cwd: new URL('../..', import.meta.url).pathname,
+/** `npm run worker` (the compiled tree's) as a real process with only the overdue role, on this file's database and queue prefix. */
+function spawnOverdueWorker(tree: string, scans: ScanLog[]): ChildProcess {
+  const child = spawn(process.execPath, [`${tree}/dist/workers/main.js`], {
+    cwd: REPO_ROOT,
     env: {
       ...process.env,
       MONGO_URL: env.config.MONGO_URL!,
@@ -62,7 +63,8 @@ function stop(child: ChildProcess): Promise<number | null> {
 describe('three worker processes running the overdue role', () => {
   it('fire each of 500 overdue tasks exactly once over 10 s', async () => {
     const scans: ScanLog[] = [];
-    const workers = [1, 2, 3].map(() => spawnOverdueWorker(scans));
+    const tree = await compiledTree();
+    const workers = [1, 2, 3].map(() => spawnOverdueWorker(tree, scans));
     expect(await waitFor(() => ready === 3, 20_000)).toBe(true);
     const start = Date.now();
     // Due times spread over the first 5 s, so many ticks (claimed by different processes) have work.
