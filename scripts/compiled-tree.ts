@@ -9,7 +9,7 @@ let tree: Promise<string> | undefined;
 
 /**
  * The production tree (`dist/src`, `dist/workers`, as `npm run build` lays it out) in a directory of
- * its own, so entry points run as `node dist/...` exactly as the Dockerfile and compose start them.
+ * its own, so entry points run as `node dist/...` from the layout the Dockerfile and compose start them from.
  * Transpiled with esbuild (seconds) rather than tsc (a minute on a busy machine); `npm test` type-checks.
  * Tests and the soak start their service processes from it: under tsx each start also transpiled or
  * hashed the sources and ran tsx's loader thread, about 1.5 s more CPU per process on a slow machine.

@@ -73,7 +73,6 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
     },
   ];
   for (const variant of variants) {
-    const exportsBefore = { ...sink.received };
     // The "off" side is a process started the same way at the same moment (same preload, settings and
     // warm-up), fresh for each variant like its "on" side: not the usual web process, nor one that has
     // served an earlier variant, whose JIT and heap would be in another state (warmer: a traced process
@@ -84,6 +83,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
     ]);
     try {
       await warmUpAtSaturation(context, [target(traced.url, variant.name), target(untraced.url, 'web-untraced')]);
+      const exportsBefore = { ...sink.received }; // the note counts the exports of the paced part only
       const comparison = await compare(
         `create task, tracing ${variant.label} vs off`,
         () => target(traced.url, variant.name),
@@ -131,7 +131,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
 /**
  * Seconds both fresh processes serve create task together as fast as they answer, before the comparison's own
  * warm-up at the fixed rate. V8 compiles a process's hot code after enough calls, not enough seconds, and
- * at 80 req/s (a tenth of capacity on a slow machine) its 10 s of paced warm-up were 800 requests: CPU per
+ * at 60-90 req/s (a tenth of capacity on a slow machine) its 10 s of paced warm-up were 800 requests: CPU per
  * request of both sides kept falling for another 6,000 (2.97 to 1.12 ms each at 250 req/s, 2026-11-29), the
  * traced process, with more code to compile, later than its twin. Its first run then read 1.10-1.19x even
  * with sampling off (always_off; later runs 0.97-1.04x), so the comparison measured warm-up, not tracing.

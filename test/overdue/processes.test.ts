@@ -25,7 +25,7 @@ interface ScanLog {
 }
 let ready = 0;
 
-/** `npm run worker` (the compiled tree's) as a real process with only the overdue role, on this file's database and queue prefix. */
+/** The worker (`dist/workers/main.js` of the compiled tree) as a real process with only the overdue role, on this file's database and queue prefix. */
 function spawnOverdueWorker(tree: string, scans: ScanLog[]): ChildProcess {
   const child = spawn(process.execPath, [`${tree}/dist/workers/main.js`], {
     cwd: REPO_ROOT,
