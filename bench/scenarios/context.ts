@@ -23,6 +23,19 @@ export function compareSettings(options: BenchOptions): CompareSettings {
 }
 
 /**
+ * CPU per request is compared apart from throughput: both sides loaded at once at this share of the lower of
+ * their throughputs (so neither saturates and a slow spell of the machine falls on both), after a joint warm-up.
+ * At saturation in turns, a conventional route's runs read 0.72, 0.78 and 1.18x in one run; durable events'
+ * 0.94, 1.16, 1.17x in one full run and 0.92, 0.85, 1.07x in the one before (2026-11-29).
+ */
+const CPU_LOAD_SHARE = 0.3;
+
+/** The rate (req/s, a multiple of 100, at least 100) at which each side is loaded for the CPU comparison. */
+export function cpuComparisonRate(lowerRps: number): number {
+  return Math.max(100, Math.round((lowerRps * CPU_LOAD_SHARE) / 100) * 100);
+}
+
+/**
  * Warm-up of a comparison whose sides are loaded at once, taken together: a traced process has more code to
  * compile, and its sampled path runs for one request in twenty. (Warmed up in turns, the traced side's first
  * run read 1.27-1.41x and its later ones 1.03-1.20x; warmed up together, the first runs were like the others.)

@@ -3,16 +3,9 @@
 import { must } from '../../src/shared/must.js';
 import { compare, type Comparison, type LoadTarget } from '../load.js';
 import { comparisonRow, cpuRatio, cpuRatiosText, int, type Row } from '../report.js';
-import { atOnceSettings, compareSettings, json, type BenchContext } from './context.js';
+import { atOnceSettings, compareSettings, cpuComparisonRate, json, type BenchContext } from './context.js';
 
 const MIN_RATIO = 1.0;
-
-/**
- * CPU per request is compared apart from throughput: both servers loaded at once at this share of the lower
- * of their throughputs (so neither saturates and a slow spell of the machine falls on both), after a joint
- * warm-up. At saturation in turns one route's runs read 0.72, 0.78 and 1.18× in one run.
- */
-const CPU_LOAD_SHARE = 0.3;
 
 /** The comparison row, judged on throughput (at saturation, in turns) and on CPU per request (at a fixed rate, at once). */
 function conventionalRow(scenario: string, throughput: Comparison, cpu: Comparison, rate: number, note: string): Row {
@@ -87,8 +80,7 @@ export async function runConventionalScenarios(context: BenchContext): Promise<R
       () => theirs(route.load),
       settings,
     );
-    const lower = Math.min(throughput.ours.rps, throughput.baseline.rps);
-    const rate = Math.max(100, Math.round((lower * CPU_LOAD_SHARE) / 100) * 100);
+    const rate = cpuComparisonRate(Math.min(throughput.ours.rps, throughput.baseline.rps));
     const cpu = await compare(
       `${route.scenario}, CPU at ${rate} req/s each, at once`,
       () => ours(route.load),

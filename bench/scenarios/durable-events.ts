@@ -1,16 +1,9 @@
 import { compare } from '../load.js';
 import { cpuMs as cpu, cpuRatio, cpuRatiosText, int, ms, rpsRatio, type Row } from '../report.js';
-import { atOnceSettings, compareSettings, json, type BenchContext } from './context.js';
+import { atOnceSettings, compareSettings, cpuComparisonRate, json, type BenchContext } from './context.js';
 
 /** The durable-events work may cost this much CPU per request. */
 const DURABLE_CPU_TARGET = 1.1;
-/**
- * CPU per request is judged with both processes loaded at once at this share of the lower of their throughputs,
- * as the conventional rows are (bench/scenarios/conventional.ts): measured in turns at saturation, a run's ratio
- * moved by ±0.15 on one machine (0.94, 1.16, 1.17x in one full run, 0.92, 0.85, 1.07x in the one before,
- * 2026-11-29), a slow spell falling on one side only. Chosen before the first run that used it.
- */
-const CPU_LOAD_SHARE = 0.3;
 
 /**
  * What making events durable costs the request path (DECISIONS.md 12.1: MongoDB keeps every event):
@@ -45,7 +38,8 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
       compareSettings(options),
     );
     const { ours, baseline } = recorded;
-    const rate = Math.max(100, Math.round((Math.min(ours.rps, baseline.rps) * CPU_LOAD_SHARE) / 100) * 100);
+    // Judged at once below saturation, as the conventional rows (cpuComparisonRate); since 2026-11-29T07:11Z.
+    const rate = cpuComparisonRate(Math.min(ours.rps, baseline.rps));
     const atOnce = await compare(
       `create task, events recorded vs not, CPU at ${rate} req/s each, at once`,
       () => target(durable.url, 'web-durable'),

@@ -4,9 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalRedisCluster } from '../../src/dev/redis-cluster.js';
 import { freePort, PrivateRedisServer } from '../../src/dev/redis-server.js';
-import { compiledTree } from '../compiled-tree.js';
-
-const root = new URL('../..', import.meta.url).pathname;
+import { compiledTree, REPO_ROOT as root } from '../compiled-tree.js';
 
 export interface ManagedProcess {
   name: string;
