@@ -8,7 +8,7 @@ import {
   type Context,
   type Span,
 } from '@opentelemetry/api';
-import { holdTraceContext } from './state.js';
+import { holdTraceContext, newTraceContext } from './state.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 /** Not traced: probes and scrapes, several a minute each, carry no request of a user. */
@@ -37,9 +37,11 @@ export function traceRequests(app: FastifyInstance): void {
   app.addHook('onRequest', (request, reply, done) => {
     const route = request.routeOptions.url;
     if (route !== undefined && UNTRACED_ROUTES.has(route)) return done();
-    const caller: Context = request.headers.traceparent
+    // No caller's trace: the root draw first, so an unrecorded new trace makes no span at all.
+    const caller: Context | undefined = request.headers.traceparent
       ? propagation.extract(ROOT_CONTEXT, request.headers)
-      : ROOT_CONTEXT;
+      : newTraceContext();
+    if (caller === undefined) return done();
     const span = tracer.startSpan(
       route ? `${request.method} ${route}` : request.method,
       { kind: SpanKind.SERVER },

@@ -1,3 +1,4 @@
+import { ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { Telemetry } from 'bullmq';
 
 /**
@@ -9,6 +10,8 @@ interface Started {
   queueTelemetry: Telemetry;
   /** Keeps the trace context storage on until the returned function is called (see context.ts). */
   holdContext(): () => void;
+  /** The context to start a new trace's span in, or undefined when it goes unrecorded (see sdk.ts, newTraceDrawn). */
+  newTrace(): Context | undefined;
   shutdown(): Promise<void>;
 }
 
@@ -36,6 +39,15 @@ export function queueTelemetry(): Telemetry | undefined {
 /** Keeps the trace context storage on, e.g. for a request whose context must reach its events; a no-op when not tracing. */
 export function holdTraceContext(): () => void {
   return started?.holdContext() ?? (() => {});
+}
+
+/**
+ * Where a request without a caller's trace starts its span: undefined when the sampler would not record
+ * it, so the request makes no span at all. Without the SDK (unit tests of the request spans), the root
+ * context: the registered tracer decides.
+ */
+export function newTraceContext(): Context | undefined {
+  return started ? started.newTrace() : ROOT_CONTEXT;
 }
 
 /** Exports what is still buffered and stops the SDK (at shutdown); a no-op when not tracing. */
