@@ -38,6 +38,12 @@ const RATE_PER_SIDE = 500;
  * same there (1.22x at 500, 1.24x at 60 req/s each), but only below saturation is it the comparison described.
  */
 const RATE_SHARE_OF_CAPACITY = 0.1;
+/**
+ * Runs of each tracing comparison (unless --runs asks for more): one run's ratio moves by ±0.1 on a busy 2-core
+ * machine, about the whole budget. On 2026-12-01 the medians of three runs of the same code read 1.18–1.32×, those
+ * of five 1.22, 1.22 and 1.24×. Two more runs per variant add 32 s to `npm run bench`.
+ */
+const TRACING_RUNS = 5;
 const PRODUCTION_SAMPLING = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' };
 
 /**
@@ -89,8 +95,8 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
         () => target(traced.url, variant.name),
         () => target(untraced.url, 'web-untraced'),
         // Both at once at a fixed rate (--rate, else ratePerSide): CPU per request below saturation,
-        // with the machine's slow and fast spells on both sides alike.
-        atOnceSettings(options, rate),
+        // with the machine's slow and fast spells on both sides alike; at least TRACING_RUNS runs.
+        { ...atOnceSettings(options, rate), runs: options.quick ? options.runs : Math.max(options.runs, TRACING_RUNS) },
       );
       const { ours: on, baseline: off } = comparison;
       const cpuRatio = cpuRatioOf(comparison);
