@@ -1,7 +1,9 @@
-import { context, ROOT_CONTEXT, trace, type Span } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, trace, type Span } from '@opentelemetry/api';
+import { tracing } from '@opentelemetry/sdk-node';
 import { describe, expect, it, vi } from 'vitest';
 import {
   batchOptionsFromEnv,
+  DrawnTraceIds,
   mongoInstrumentation,
   mongoStatement,
   newTraceDrawn,
@@ -69,51 +71,86 @@ describe('the batch span processor', () => {
 });
 
 describe('the root draw of a request without a caller’s trace', () => {
-  it('draws by the ratio of the parent-based ratio sampler, and records nothing under always_off', () => {
-    const sampled = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' };
-    expect(samplerFromEnv(sampled).newTraceRatio).toBe(0.05);
-    expect(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }).newTraceRatio).toBe(0);
-    expect(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'always_off' }).newTraceRatio).toBe(0);
-    expect(newTraceDrawn(0.05, () => 0.5)).toBeUndefined();
-    expect(newTraceDrawn(0, () => 0)).toBeUndefined();
-    // A drawn trace is recorded by the service's sampler whatever the configured one would say of its id.
-    const drawn = newTraceDrawn(0.05, () => 0.01);
-    expect(drawn).toBeDefined();
-    expect(drawn).not.toBe(ROOT_CONTEXT);
+  it('is the sampler’s own decision on a trace id that the request’s span then gets', () => {
+    const { sampler, newTraces } = samplerFromEnv({
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.3',
+    });
+    const ids = new DrawnTraceIds();
+    const tracer = new tracing.BasicTracerProvider({ sampler, idGenerator: ids }).getTracer('draw');
+    const drawnIds: string[] = [];
+    const draw = ids.draw.bind(ids);
+    vi.spyOn(ids, 'draw').mockImplementation(() => {
+      drawnIds.push(draw());
+      return drawnIds.at(-1)!;
+    });
+    let recorded = 0;
+    for (let i = 0; i < 400; i++) {
+      const drawn = newTraceDrawn(newTraces, ids);
+      if (!drawn) continue;
+      const span = tracer.startSpan('GET /x', { kind: SpanKind.SERVER }, drawn);
+      // Recorded by the SDK with the very id drawn: every service sampling by trace id agrees on it.
+      expect(span.isRecording()).toBe(true);
+      expect(span.spanContext().traceId).toBe(drawnIds.at(-1));
+      span.end();
+      recorded++;
+    }
+    expect(drawnIds).toHaveLength(400);
+    expect(recorded).toBeGreaterThan(60);
+    expect(recorded).toBeLessThan(180);
   });
 
-  it('leaves new traces to the SDK where the sampler decides by more than a share of them', () => {
-    // always_on records all; plain traceidratio decides every span again by its trace id.
-    for (const env of [{}, { OTEL_TRACES_SAMPLER: 'always_on' }, { OTEL_TRACES_SAMPLER: 'traceidratio' }]) {
-      expect(samplerFromEnv(env).newTraceRatio).toBeUndefined();
+  it('makes no span where the sampler records no new trace, and leaves all of them to the SDK where it records all', () => {
+    const ids = new DrawnTraceIds();
+    for (const env of [{ OTEL_TRACES_SAMPLER: 'always_off' }, { OTEL_TRACES_SAMPLER: 'parentbased_always_off' }]) {
+      expect(newTraceDrawn(samplerFromEnv(env).newTraces, ids)).toBeUndefined();
     }
-    expect(newTraceDrawn(undefined, () => 0.99)).toBe(ROOT_CONTEXT);
+    for (const env of [{}, { OTEL_TRACES_SAMPLER: 'always_on' }]) {
+      expect(newTraceDrawn(samplerFromEnv(env).newTraces, ids)).toBe(ROOT_CONTEXT);
+    }
+    // Plain traceidratio decides by the trace id too (every span, so the children agree with the root).
+    const { newTraces } = samplerFromEnv({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' });
+    expect(newTraceDrawn(newTraces, ids)).toBeUndefined();
+  });
+
+  it('hands a drawn id to the next trace only', () => {
+    const ids = new DrawnTraceIds();
+    ids.use('a'.repeat(32));
+    expect(ids.generateTraceId()).toBe('a'.repeat(32));
+    expect(ids.generateTraceId()).not.toBe('a'.repeat(32));
+    expect(ids.generateTraceId()).toMatch(/^[0-9a-f]{32}$/);
   });
 });
 
 describe('the MongoDB instrumentation', () => {
-  it('hands a command outside any span straight to the driver: no handler chained on its promise', async () => {
+  it('patches the driver’s Connection.command so that a command outside any span goes straight to it', () => {
     const instrumentation = mongoInstrumentation();
-    const factory = (
-      instrumentation as unknown as {
-        _getV4PatchCommandPromise: () => (
-          original: () => Promise<unknown>,
-        ) => (this: unknown, ...args: unknown[]) => unknown;
-      }
-    )._getV4PatchCommandPromise;
-    // Our override is in place (a rename in a later version of the instrumentation would lose it).
-    expect(Object.hasOwn(instrumentation, '_getV4PatchCommandPromise')).toBe(true);
+    const file = instrumentation
+      .getModuleDefinitions()
+      .flatMap((definition) => definition.files)
+      .find(
+        (candidate) =>
+          candidate.name === 'mongodb/lib/cmap/connection.js' && candidate.supportedVersions.includes('>=6.4.0 <8'),
+      );
+    expect(file, 'the instrumentation still patches the driver 6.4+ Connection.command').toBeDefined();
     const reply = Promise.resolve({ ok: 1 });
     const then = vi.spyOn(reply, 'then');
     let calls = 0;
-    // Not vi.fn: a mock chains its own `then` on a returned promise (to record how it settled).
-    const original = () => {
-      calls++;
-      return reply;
-    };
-    const wrapped = factory()(original);
-    expect(wrapped.call({ id: 1 }, 'db.tasks', { find: 'tasks' }, {})).toBe(reply);
+    class Connection {
+      id = 1;
+      // Not vi.fn: a mock chains its own `then` on a returned promise (to record how it settled).
+      command(): Promise<unknown> {
+        calls++;
+        return reply;
+      }
+    }
+    const driver = { Connection };
+    file!.patch?.(driver, '7.0.0');
+    const patched = Object.getOwnPropertyDescriptor(Connection.prototype, 'command')?.value as { __wrapped?: boolean };
+    expect(patched.__wrapped).toBe(true);
+    expect(new Connection().command()).toBe(reply);
     expect(calls).toBe(1);
+    // The instrumentation's own wrapper would have chained an end handler on the reply.
     expect(then).not.toHaveBeenCalled();
     instrumentation.disable();
   });

@@ -1,5 +1,5 @@
 import { register } from 'node:module';
-import { context, createContextKey, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
@@ -11,7 +11,7 @@ import { createAddHookMessageChannel } from 'import-in-the-middle';
 import { OnDemandContextManager } from './context.js';
 import { markTracingStarted } from './state.js';
 import { UnsampledTracePropagator, unsampledTrace, withinRecordedTraces } from './unsampled.js';
-import type { SpanKind, Attributes, Context, Link, TextMapPropagator } from '@opentelemetry/api';
+import type { Attributes, Context, Link, TextMapPropagator } from '@opentelemetry/api';
 
 /** service.name unless OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) says otherwise. */
 export function serviceNameFor(entryScript: string): string {
@@ -19,16 +19,8 @@ export function serviceNameFor(entryScript: string): string {
 }
 
 /**
- * Marks the context of a new trace (no caller's) that the root draw (newTraceDrawn) chose to record:
- * ServiceSampler records it and every span in it without asking the configured sampler again.
- */
-const DRAWN_FOR_RECORDING = createContextKey('pipeline-records new trace drawn for recording');
-const RECORDED_NEW_TRACE = ROOT_CONTEXT.setValue(DRAWN_FOR_RECORDING, true);
-
-/**
  * The configured sampler, but never a span started under an unsampled trace (its context holds no span,
- * see unsampled.ts, so the span would otherwise start a trace of its own), and always one in a new trace
- * the root draw chose.
+ * see unsampled.ts, so the span would otherwise start a trace of its own).
  */
 class ServiceSampler implements tracing.Sampler {
   constructor(private readonly sampler: tracing.Sampler) {}
@@ -42,7 +34,6 @@ class ServiceSampler implements tracing.Sampler {
     links: Link[],
   ): tracing.SamplingResult {
     if (unsampledTrace(parent)) return { decision: tracing.SamplingDecision.NOT_RECORD };
-    if (parent.getValue(DRAWN_FOR_RECORDING) === true) return { decision: tracing.SamplingDecision.RECORD_AND_SAMPLED };
     return this.sampler.shouldSample(parent, traceId, name, kind, attributes, links);
   }
 
@@ -52,50 +43,81 @@ class ServiceSampler implements tracing.Sampler {
 }
 
 /**
- * OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG as the SDK reads them (default parentbased_always_on),
- * with `newTraceRatio`, the share of new traces (no caller's trace context) to draw for recording before
- * the SDK (newTraceDrawn) where that share is all the sampler decides them by: the parent-based samplers,
- * whose spans in a recorded trace are all recorded, and always_off. The others leave every new trace to
- * the SDK: always_on records all, and traceidratio decides each span again by its trace id.
+ * How the sampler decides a new trace (a request without a caller's trace context): all recorded, none, or
+ * by its trace id (the ratio samplers, plain or as the root of a parent-based one).
  */
-export function samplerFromEnv(env: NodeJS.ProcessEnv): { sampler: tracing.Sampler; newTraceRatio?: number } {
+export type NewTraces = 'all' | 'none' | tracing.Sampler;
+
+/** OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG as the SDK reads them (default parentbased_always_on). */
+export function samplerFromEnv(env: NodeJS.ProcessEnv): { sampler: tracing.Sampler; newTraces: NewTraces } {
   const ratio = () => {
     const value = Number(env.OTEL_TRACES_SAMPLER_ARG);
     return env.OTEL_TRACES_SAMPLER_ARG !== undefined && value >= 0 && value <= 1 ? value : 1;
   };
   switch (env.OTEL_TRACES_SAMPLER?.trim()) {
     case 'always_on':
-      return { sampler: new tracing.AlwaysOnSampler() };
+      return { sampler: new tracing.AlwaysOnSampler(), newTraces: 'all' };
     case 'always_off':
-      return { sampler: new tracing.AlwaysOffSampler(), newTraceRatio: 0 };
-    case 'traceidratio':
-      return { sampler: new tracing.TraceIdRatioBasedSampler(ratio()) };
+      return { sampler: new tracing.AlwaysOffSampler(), newTraces: 'none' };
+    case 'traceidratio': {
+      const byTraceId = new tracing.TraceIdRatioBasedSampler(ratio());
+      return { sampler: byTraceId, newTraces: byTraceId };
+    }
     case 'parentbased_always_off':
-      return { sampler: new tracing.ParentBasedSampler({ root: new tracing.AlwaysOffSampler() }), newTraceRatio: 0 };
-    case 'parentbased_traceidratio':
-      return {
-        sampler: new tracing.ParentBasedSampler({ root: new tracing.TraceIdRatioBasedSampler(ratio()) }),
-        newTraceRatio: ratio(),
-      };
+      return { sampler: new tracing.ParentBasedSampler({ root: new tracing.AlwaysOffSampler() }), newTraces: 'none' };
+    case 'parentbased_traceidratio': {
+      const byTraceId = new tracing.TraceIdRatioBasedSampler(ratio());
+      return { sampler: new tracing.ParentBasedSampler({ root: byTraceId }), newTraces: byTraceId };
+    }
     default:
-      return { sampler: new tracing.ParentBasedSampler({ root: new tracing.AlwaysOnSampler() }) };
+      return { sampler: new tracing.ParentBasedSampler({ root: new tracing.AlwaysOnSampler() }), newTraces: 'all' };
   }
 }
 
 /**
- * The root draw for a request without a caller's trace: the context to start its span in, or undefined
- * when the sampler would not record it, decided before the SDK makes anything. Most requests (95% at
- * the recommended 5%) then cost tracing nothing at all, where the SDK would make each of them a trace
- * id, a span id, a sampling decision and a non-recording span (about 1% of a create task's CPU). The
- * draw is as random as the ratio sampler's own (it hashes a random trace id). Without a ratio to draw
- * by, the SDK's sampler decides as usual.
+ * The SDK's random ids, but the next trace id can be one drawn beforehand (see newTraceDrawn): the span
+ * started right after gets it.
  */
-export function newTraceDrawn(
-  newTraceRatio: number | undefined,
-  random: () => number = Math.random,
-): Context | undefined {
-  if (newTraceRatio === undefined) return ROOT_CONTEXT;
-  return random() < newTraceRatio ? RECORDED_NEW_TRACE : undefined;
+export class DrawnTraceIds implements tracing.IdGenerator {
+  private readonly random = new tracing.RandomIdGenerator();
+  private next?: string;
+
+  /** A fresh random trace id, for the SDK to use only if `use` is called with it. */
+  draw(): string {
+    return this.random.generateTraceId();
+  }
+
+  use(traceId: string): void {
+    this.next = traceId;
+  }
+
+  generateTraceId(): string {
+    const traceId = this.next ?? this.random.generateTraceId();
+    this.next = undefined;
+    return traceId;
+  }
+
+  generateSpanId(): string {
+    return this.random.generateSpanId();
+  }
+}
+
+/**
+ * The root draw of a request without a caller's trace: the context to start its span in, or undefined
+ * when the sampler would not record it, decided before the SDK makes anything. Most requests (95% at the
+ * recommended 5%) then cost tracing nothing at all, where the SDK would make each of them a trace id, a
+ * span id, a sampling decision and a non-recording span (about 1% of a create task's CPU). The decision
+ * is the sampler's own, on a trace id drawn here that the request's span then gets: the same traces are
+ * recorded as without the draw, and every service sampling by trace id agrees on them.
+ */
+export function newTraceDrawn(newTraces: NewTraces, ids: DrawnTraceIds): Context | undefined {
+  if (newTraces === 'all') return ROOT_CONTEXT;
+  if (newTraces === 'none') return undefined;
+  const traceId = ids.draw();
+  const { decision } = newTraces.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.SERVER, {}, []);
+  if (decision !== tracing.SamplingDecision.RECORD_AND_SAMPLED) return undefined;
+  ids.use(traceId);
+  return ROOT_CONTEXT;
 }
 
 /**
@@ -228,10 +250,12 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
   const named =
     Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(^|,)\s*service\.name=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
   const contextManager = new OnDemandContextManager();
-  const { sampler, newTraceRatio } = samplerFromEnv(env);
+  const { sampler, newTraces } = samplerFromEnv(env);
+  const traceIds = new DrawnTraceIds();
   const sdk = new NodeSDK({
     ...(named ? {} : { serviceName: options.serviceName }),
     sampler: new ServiceSampler(sampler),
+    idGenerator: traceIds,
     contextManager,
     textMapPropagator: unsampledAware(getPropagatorFromEnv()),
     // OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION are read by the exporter.
@@ -255,7 +279,7 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
   markTracingStarted({
     queueTelemetry: withinRecordedTraces(new BullMQOtel('pipeline-records')),
     holdContext: () => contextManager.hold(),
-    newTrace: () => newTraceDrawn(newTraceRatio),
+    newTrace: () => newTraceDrawn(newTraces, traceIds),
     shutdown: () => sdk.shutdown(),
   });
 }
