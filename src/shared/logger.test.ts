@@ -22,12 +22,12 @@ describe('the buffered standard output', () => {
 
   it('still writes a line logged while a write is under way, once that write is done', async () => {
     const realWrite = fs.write;
-    const delayed = vi.spyOn(fs, 'write').mockImplementation(((...args: unknown[]) => {
+    const delayed = vi.spyOn(fs, 'write').mockImplementation((...args: unknown[]) => {
       const callback = args.at(-1) as (...result: unknown[]) => void;
       // The write takes longer than a flush interval: the timer ticks while it is under way.
       const slowed = (...result: unknown[]) => setTimeout(() => callback(...result), LOG_FLUSH_INTERVAL_MS * 2.5);
       return (realWrite as (...all: unknown[]) => void)(...args.slice(0, -1), slowed);
-    }));
+    });
     const logger = createLogger('info', 'logger-test');
     logger.info({ probe: 'first' }, 'buffered line');
     await settle(1.5); // its write has started and is not done
