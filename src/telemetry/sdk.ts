@@ -102,6 +102,10 @@ export class DrawnTraceIds implements tracing.IdGenerator {
   }
 }
 
+/** What the root draw asks the sampler with, the same every request (nothing allocated per request). */
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
+const NO_LINKS: Link[] = [];
+
 /**
  * The root draw of a request without a caller's trace: the context to start its span in, or undefined
  * when the sampler would not record it, decided before the SDK makes anything. Most requests (95% at the
@@ -114,7 +118,7 @@ export function newTraceDrawn(newTraces: NewTraces, ids: DrawnTraceIds): Context
   if (newTraces === 'all') return ROOT_CONTEXT;
   if (newTraces === 'none') return undefined;
   const traceId = ids.draw();
-  const { decision } = newTraces.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.SERVER, {}, []);
+  const { decision } = newTraces.shouldSample(ROOT_CONTEXT, traceId, '', SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS);
   if (decision !== tracing.SamplingDecision.RECORD_AND_SAMPLED) return undefined;
   ids.use(traceId);
   return ROOT_CONTEXT;
