@@ -45,8 +45,11 @@ export interface BenchOptions {
   redisTripRequests: number;
   /** Only the conventional comparisons whose route contains this text (`--route=tasks`); all when absent. */
   route?: string;
-  /** Run the web process with --cpu-prof and print its top self-time functions. */
-  profile: boolean;
+  /**
+   * `--profile`: every measured process under --cpu-prof, their top self-time functions printed at the end.
+   * `--profile=perf`: with --perf-basic-prof instead, for `perf record` (bench/perf-diff.ts compares two).
+   */
+  profile?: 'v8' | 'perf';
   groups: Set<ScenarioGroup>;
   /** Logs of the child processes and CPU profiles go here. */
   outDir: string;
@@ -54,7 +57,7 @@ export interface BenchOptions {
   deadlineSeconds: number;
 }
 
-const USAGE = `usage: npm run bench -- [--quick] [--profile] [--only=${SCENARIO_GROUPS.join(',')}] [--runs=N] [--duration=S] [--rate=N] [--soak=S] [--route=TEXT]`;
+const USAGE = `usage: npm run bench -- [--quick] [--profile[=perf]] [--only=${SCENARIO_GROUPS.join(',')}] [--runs=N] [--duration=S] [--rate=N] [--soak=S] [--route=TEXT]`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const flags = new Map<string, string>();
@@ -106,9 +109,16 @@ export function parseOptions(argv: string[]): BenchOptions {
     webhookPacedRate: 100,
     soakSeconds: number('soak', quick ? 10 : 60),
     redisTripRequests: quick ? 100 : 500,
-    profile: flags.get('profile') === 'true',
+    ...profileOption(flags.get('profile')),
     groups,
     outDir,
     deadlineSeconds: (quick ? 260 : 1_800) + (flags.has('soak') ? Number(flags.get('soak')) : 0),
   };
+}
+
+function profileOption(value: string | undefined): Pick<BenchOptions, 'profile'> {
+  if (value === undefined) return {};
+  if (value === 'true') return { profile: 'v8' };
+  if (value === 'perf') return { profile: 'perf' };
+  throw new Error(`--profile takes no value or "perf"\n${USAGE}`);
 }

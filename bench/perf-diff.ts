@@ -1,5 +1,5 @@
 // Where one process spends more CPU than another, from two `perf record -e cpu-clock -g -p PID -o FILE` recordings
-// of the same window (processes started with BENCH_PERF=1, see stack.ts, so JavaScript frames have names).
+// of the same window (processes started by `npm run bench -- --profile=perf`, so JavaScript frames have names).
 // Standalone: `npx tsx bench/perf-diff.ts OURS.data BASELINE.data [TOP]`. Both serve the same requests in the
 // window (the tracing comparison's two sides loaded at once), so sample counts compare as CPU per request.
 import { execFileSync } from 'node:child_process';
@@ -31,6 +31,8 @@ function isJavaScript(frame: string): boolean {
   return frame.includes('file://') || frame.includes('/node_modules/') || /\bnode:[a-z]/.test(frame); // not node::
 }
 
+const innermostJavaScript = (stack: Stack): string | undefined => stack.find(isJavaScript);
+
 const EXPORT = /otlp-exporter|otlp-transformer|BatchSpanProcessor|_flushOneBatch/;
 const TELEMETRY = /@opentelemetry|import-in-the-middle|bullmq-otel|\/src\/telemetry\/|node:internal\/async_hooks/;
 
@@ -41,7 +43,7 @@ const TELEMETRY = /@opentelemetry|import-in-the-middle|bullmq-otel|\/src\/teleme
  */
 function categoryOf(stack: Stack): string {
   if (stack.some((frame) => EXPORT.test(frame))) return 'telemetry: span export';
-  const leaf = stack.find(isJavaScript);
+  const leaf = innermostJavaScript(stack);
   if (leaf === undefined) {
     return stack.some((frame) => /Scaveng|Marking|Sweep|GarbageCollect|Heap::/.test(frame)) ? '(GC)' : '(native)';
   }
@@ -79,7 +81,6 @@ export function perfDiff(oursFile: string, baselineFile: string, top = 25): stri
         return `${(more > 0 ? `+${more}` : String(more)).padStart(6)} ${String(row.ours).padStart(6)} ${String(row.baseline).padStart(6)}  ${row.name.slice(0, 140)}`;
       });
   };
-  const innermostJavaScript = (stack: Stack) => stack.find(isJavaScript);
   return [
     `samples: ours ${ours.length}, baseline ${baseline.length} (${(ours.length / baseline.length).toFixed(3)}x)`,
     '  more   ours  base   by category (innermost JavaScript frame; the export wherever it appears):',

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,webhooks,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,webhooks,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -157,9 +157,9 @@ async function main(): Promise<void> {
     // backlog the worker gives back the heap that burst grew at some moment during the soak (V8's
     // memory reducer), a drop of a third that reads as "not flat" although nothing leaks.
     const soak = groups.has('memory') ? await runMemorySoak(context, sampler) : [];
-    // Without the memory sampler's /metrics scrapes (every 5 s, judged in the soak only): each read the worker's
-    // process and queue gauges, 27 ms of its CPU in prom-client alone (perf, 2026-12-01), counted against our deliveries where
-    // the bare worker, which serves no metrics, paid nothing.
+    // Without the memory sampler's /metrics scrapes (every 5 s, judged in the soak only): each read the
+    // worker's process and queue gauges, 27 ms of its CPU in prom-client alone (perf, 2026-12-01), counted
+    // against our deliveries where the bare worker, which serves no metrics, paid nothing.
     if (groups.has('webhooks')) {
       rows.push(...(await sampler.withoutScrapes(() => runWebhookScenarios(context, receiver))));
     }
@@ -173,7 +173,7 @@ async function main(): Promise<void> {
     ' — "others" is everything not started by the benchmark; when it is high the figures are unreliable';
   await stack.close();
 
-  if (options.profile) printProfiles(options.outDir);
+  if (options.profile === 'v8') printProfiles(options.outDir);
   if (groups.has('overdue')) rows.push(...(await runOverdueBench(children)));
 
   console.log(

@@ -61,12 +61,12 @@ async function startStandin(children: Children, nodeArgs: string[]): Promise<{ u
 
 /**
  * `--cpu-prof` into <outDir>/<name>/ when profiling (one directory per process; tsx's loader thread writes a
- * second file). BENCH_PERF=1 instead writes /tmp/perf-PID.map for `perf record -e cpu-clock -g -p PID` to name
- * JavaScript functions: perf counts CPU, where `--cpu-prof` counts wall time (docs/benchmarks.md).
+ * second file). `--profile=perf` instead writes /tmp/perf-PID.map for `perf record -e cpu-clock -g -p PID` to
+ * name JavaScript functions: perf counts CPU, where `--cpu-prof` counts wall time (docs/benchmarks.md).
  */
 export function profileArgs(options: BenchOptions, name: string): string[] {
-  if (process.env.BENCH_PERF) return ['--perf-basic-prof'];
-  if (!options.profile) return [];
+  if (options.profile === 'perf') return ['--perf-basic-prof'];
+  if (options.profile !== 'v8') return [];
   const dir = join(options.outDir, name);
   mkdirSync(dir, { recursive: true });
   return ['--cpu-prof', `--cpu-prof-dir=${dir}`];
