@@ -10,10 +10,13 @@ import type { Job } from 'bullmq';
  * Under load, how long the records of a worker's finished jobs (consumer progress, delivery attempts) wait
  * to share one bulk write with those of other jobs: with 50 jobs in flight, without it the writes went out
  * in twos and made one MongoDB round trip per delivered webhook, a socket write and read that cost more CPU
- * than the rest of the delivery. At 1,500 jobs/s, 15 records per write. A record after a quiet moment
- * goes out at once; none waits longer than this, and only the job's completion waits (the webhook is out).
+ * than the rest of the delivery. Each write has a cost of its own in the driver (server selection, the
+ * command, its reply) whatever it carries: at 10 ms the hooks worker made 0.018 writes of each kind per
+ * delivery and took 1.22x the bare worker's CPU per delivery, at 25 ms 0.009 and 1.16x
+ * (`npm run bench -- --only=webhooks`, 2026-12-02). A record after a quiet moment goes out at once; none waits
+ * longer than this, and only the job's completion waits (the webhook is out, its slot free: runEvent).
  */
-export const WORKER_RECORD_INTERVAL_MS = 10;
+export const WORKER_RECORD_INTERVAL_MS = 25;
 
 /** Where a consumer's events are run: how many at once (across all its jobs), and how to tell a job still queued. */
 export interface ConsumerProgressOptions {
@@ -65,7 +68,7 @@ export class ConsumerProgress {
       const data = job.data;
       if (!isEventBatch(data)) {
         if (job.name === REPUBLISHED_JOB && (await this.handledElsewhere(data))) return { already_finished: true };
-        return this.limit(() => this.runEvent(data, job, process));
+        return this.runEvent(data, job, process);
       }
       let events = data.events;
       if (job.attemptsStarted > 1) {
@@ -73,7 +76,7 @@ export class ConsumerProgress {
         events = events.filter((event) => unfinished.has(event.event_id));
       }
       const outcomes = await Promise.allSettled(
-        events.map((event) => this.limit(() => inEventTrace(event, () => this.runEvent(event, job, process)))),
+        events.map((event) => this.runEvent(event, job, (...args) => inEventTrace(event, () => process(...args)))),
       );
       const failure = outcomes.find((outcome) => outcome.status === 'rejected');
       if (failure) throw failure.reason;
@@ -87,6 +90,12 @@ export class ConsumerProgress {
     return finished || (publishJob !== undefined && (await this.options.jobExists(publishJob)));
   }
 
+  /**
+   * Runs the event in one of the consumer's slots, then waits for its records outside it: the slot bounds the
+   * work in flight (webhooks being sent), not the bookkeeping after it. Held through the records' write too, the
+   * slots capped the hooks worker at HOOK_CONCURRENCY / (delivery + WORKER_RECORD_INTERVAL_MS): 3,300 deliveries/s
+   * at 10 ms, 1,950/s at 25 ms, whatever the machine had to spare.
+   */
   private async runEvent<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
     const writes: Promise<void>[] = [];
     const alongside = (write: Promise<void>) => {
@@ -94,7 +103,7 @@ export class ConsumerProgress {
       writes.push(write);
     };
     try {
-      const result = await process(event, job, alongside);
+      const result = await this.limit(() => process(event, job, alongside));
       await Promise.all([...writes, this.finished.add(event)]);
       return result;
     } catch (error) {

@@ -100,6 +100,23 @@ describe('ConsumerProgress.track with writes alongside', () => {
 });
 
 describe("ConsumerProgress.track with a move's batch", () => {
+  it("frees an event's slot once it is processed: the next event runs while the first one's records are written", async () => {
+    const progress = new ConsumerProgress('hook-fanout', events, { ...notQueued, concurrency: 1 });
+    const { batch, job } = await recordedBatch(2);
+    const firstWrite = pendingWrite();
+    const ran: string[] = [];
+    const run = progress.track(async (event, _job, alongside) => {
+      ran.push(event.event_id);
+      if (ran.length === 1) alongside(firstWrite.promise);
+      return event.event_id;
+    })(job);
+    // One slot: the second event runs only after the first has left it, its attempt's write still pending.
+    expect(await waitFor(() => ran.length === 2, 5_000)).toBe(true);
+    firstWrite.resolve();
+    expect(await run).toEqual(batch.map((event) => event.event_id));
+    await progress.close();
+  });
+
   it('runs every event of the batch and records each; run again, it runs only the unfinished ones', async () => {
     const progress = new ConsumerProgress('automations', events, notQueued);
     const { batch, job } = await recordedBatch(5);
