@@ -432,6 +432,47 @@ describe('concurrent upserts', () => {
     expect(await repository.recentAttempts('c', 'hk_ins', 10)).toHaveLength(3);
   });
 
+  it('delivery attempts: a delivered first attempt is a compact record, listed whole and never due', async () => {
+    const repository = new DeliveriesRepository(db);
+    const delivered = (id: string, hookId: string, responseBody: string) => ({
+      key: `${hookId}:${id}`,
+      target: { hook_id: hookId, automation_id: null },
+      event: { ...envelope(id), type: 'item.created' } as EventEnvelope,
+      attempt: {
+        attempt: 1,
+        status_code: 204,
+        error: null,
+        duration_ms: 3,
+        succeeded: true,
+        next_retry_at: null,
+        attempted_at: at(5),
+        response_body: responseBody,
+      },
+      job: { id: `job_${id}`, target: { kind: 'hook' as const, hook_id: hookId } },
+    });
+    await repository.recordAttempts([delivered('evt_c1', 'hk_compact', ''), delivered('evt_c2', 'hk_compact', 'ok')]);
+    // Nothing is due and nothing is sent from it again: no null, empty or scheduling fields, no envelope.
+    expect(await db.collection('deliveries').findOne({ _id: 'hk_compact:evt_c1' as never })).toEqual({
+      _id: 'hk_compact:evt_c1',
+      company_id: 'c',
+      hook_id: 'hk_compact',
+      event_id: 'evt_c1',
+      event_type: 'item.created',
+      attempts: [{ attempt: 1, status_code: 204, duration_ms: 3, succeeded: true, attempted_at: at(5) }],
+      updated_at: at(5),
+    });
+    const listed = await repository.recentAttempts('c', 'hk_compact', 10);
+    expect(
+      listed
+        .map(({ event_id, error, next_retry_at, response_body }) => ({ event_id, error, next_retry_at, response_body }))
+        .sort((a, b) => a.event_id.localeCompare(b.event_id)),
+    ).toEqual([
+      { event_id: 'evt_c1', error: null, next_retry_at: null, response_body: undefined },
+      { event_id: 'evt_c2', error: null, next_retry_at: null, response_body: 'ok' },
+    ]);
+    expect((await repository.dueAttempts(100)).deliveries.map((due) => due.jobId)).not.toContain('job_evt_c1');
+  });
+
   it('idempotency claims and webhook secrets: one winner, everyone sees it', async () => {
     const claims = await Promise.all(
       Array.from({ length: 6 }, (_, n) => new IdempotencyRepository(n % 2 ? db : dbB).claim('key_race', 'k', 'h')),
