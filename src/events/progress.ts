@@ -18,6 +18,14 @@ import type { Job } from 'bullmq';
  */
 export const WORKER_RECORD_INTERVAL_MS = 25;
 
+/**
+ * Events that may wait for their records per slot of the consumer: while MongoDB stalls, sends go on (a
+ * delivery needs no MongoDB), and every event sent but not recorded is sent again when its job is retried.
+ * This bounds that at four times the concurrency (200 webhooks with the default 50), and at 25 ms per
+ * write leaves the slots, not the records, the limit (4 x 50 events per ~30 ms).
+ */
+const RECORDS_WAITING_PER_SLOT = 4;
+
 /** Where a consumer's events are run: how many at once (across all its jobs), and how to tell a job still queued. */
 export interface ConsumerProgressOptions {
   /** Events of this consumer in flight at once in this process, whichever jobs carry them (the worker's concurrency). */
@@ -42,6 +50,8 @@ export type EventProcessor<R> = (
 export class ConsumerProgress {
   private readonly finished: Coalescer<EventEnvelope>;
   private readonly limit: LimitFunction;
+  /** Events processed or waiting for their records (RECORDS_WAITING_PER_SLOT per slot): see runEvent. */
+  private readonly unrecorded: LimitFunction;
 
   constructor(
     private readonly consumer: EventConsumer,
@@ -52,6 +62,7 @@ export class ConsumerProgress {
       minIntervalMs: options.minIntervalMs ?? WORKER_RECORD_INTERVAL_MS,
     });
     this.limit = pLimit(options.concurrency);
+    this.unrecorded = pLimit(options.concurrency * RECORDS_WAITING_PER_SLOT);
   }
 
   /**
@@ -94,9 +105,14 @@ export class ConsumerProgress {
    * Runs the event in one of the consumer's slots, then waits for its records outside it: the slot bounds the
    * work in flight (webhooks being sent), not the bookkeeping after it. Held through the records' write too, the
    * slots capped the hooks worker at HOOK_CONCURRENCY / (delivery + WORKER_RECORD_INTERVAL_MS): 3,300 deliveries/s
-   * at 10 ms, 1,950/s at 25 ms, whatever the machine had to spare.
+   * at 10 ms, 1,950/s at 25 ms, whatever the machine had to spare. How many events may wait for their records
+   * is bounded too (RECORDS_WAITING_PER_SLOT).
    */
-  private async runEvent<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
+  private runEvent<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
+    return this.unrecorded(() => this.runAndRecord(event, job, process));
+  }
+
+  private async runAndRecord<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
     const writes: Promise<void>[] = [];
     const alongside = (write: Promise<void>) => {
       write.catch(() => {}); // awaited below; a failure before then is not an unhandled rejection

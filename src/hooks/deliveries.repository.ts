@@ -45,7 +45,10 @@ export interface DeliveryDoc {
   job_id?: string;
   target?: DeliveryJob['target'];
   attempts_made?: number;
-  /** Absent on a delivered first attempt's record: its attempt's `attempted_at`, as is `updated_at`. */
+  /**
+   * Absent on a record started by a delivered first attempt (its `attempted_at`), also once later attempts
+   * (a redelivery) are appended to it: only an upsert that inserts sets it.
+   */
   created_at?: Date;
   updated_at: Date;
 }
@@ -289,7 +292,7 @@ function startedDelivery(record: AttemptRecord): DeliveryDoc {
     ...target,
     event_id: event.event_id,
     event_type: event.type,
-    ...(keepsEnvelope(event, attempt) ? { event } : {}),
+    event,
     attempts: [attempt],
     next_attempt_at: attempt.next_retry_at,
     job_id: job.id,

@@ -117,6 +117,25 @@ describe("ConsumerProgress.track with a move's batch", () => {
     await progress.close();
   });
 
+  it('lets at most four events per slot wait for their records: a stalled write holds up the sends after them', async () => {
+    const progress = new ConsumerProgress('hook-fanout', events, { ...notQueued, concurrency: 1 });
+    const { batch, job } = await recordedBatch(6);
+    const stalled = pendingWrite();
+    const ran: string[] = [];
+    const run = progress.track(async (event, _job, alongside) => {
+      ran.push(event.event_id);
+      alongside(stalled.promise);
+      return event.event_id;
+    })(job);
+    expect(await waitFor(() => ran.length === 4, 5_000)).toBe(true);
+    await sleep(100);
+    expect(ran).toHaveLength(4); // the fifth waits until records are written, not just until a slot is free
+    stalled.resolve();
+    expect(await run).toEqual(batch.map((event) => event.event_id));
+    expect(ran).toHaveLength(6);
+    await progress.close();
+  });
+
   it('runs every event of the batch and records each; run again, it runs only the unfinished ones', async () => {
     const progress = new ConsumerProgress('automations', events, notQueued);
     const { batch, job } = await recordedBatch(5);

@@ -470,7 +470,35 @@ describe('concurrent upserts', () => {
       { event_id: 'evt_c1', error: null, next_retry_at: null, response_body: undefined },
       { event_id: 'evt_c2', error: null, next_retry_at: null, response_body: 'ok' },
     ]);
-    expect((await repository.dueAttempts(100)).deliveries.map((due) => due.jobId)).not.toContain('job_evt_c1');
+    const due = async () => (await repository.dueAttempts(100)).deliveries.map((delivery) => delivery.jobId);
+    expect(await due()).not.toContain('job_evt_c1');
+
+    // A redelivery that fails is appended to the compact record, which then holds what schedules its retry.
+    const retryAt = at(30);
+    await repository.recordAttempts([
+      {
+        ...delivered('evt_c1', 'hk_compact', ''),
+        attempt: {
+          attempt: 1,
+          status_code: 500,
+          error: 'http_status',
+          duration_ms: 2,
+          succeeded: false,
+          next_retry_at: retryAt,
+          attempted_at: at(20),
+          response_body: 'down',
+        },
+        job: { id: 'job_redeliver_c1', target: { kind: 'hook' as const, hook_id: 'hk_compact' } },
+      },
+    ]);
+    expect(await db.collection('deliveries').findOne({ _id: 'hk_compact:evt_c1' as never })).toMatchObject({
+      event: { event_id: 'evt_c1' },
+      next_attempt_at: retryAt,
+      job_id: 'job_redeliver_c1',
+      attempts_made: 1,
+      updated_at: at(20),
+    });
+    expect(await due()).toContain('job_redeliver_c1');
   });
 
   it('idempotency claims and webhook secrets: one winner, everyone sees it', async () => {
