@@ -23,6 +23,22 @@ export function compareSettings(options: BenchOptions): CompareSettings {
 }
 
 /**
+ * A throughput comparison in turns, judged on its ratio: the same seconds per side as compareSettings, cut into
+ * four times as many runs (at least 2 s each), so each run's two sides are measured seconds apart, not a quarter
+ * of a minute. This machine's speed drifts by half within a minute (fixed overhead, 2026-12-02: the conventional
+ * server served 19,027 then 10,465 req/s 50 s apart); of 8 s turns the runs read 0.86, 1.10, 0.94× and 0.90,
+ * 0.91, 1.84× (a spell falling on one side), of 2 s turns the twelve runs' median moved by ±0.03.
+ */
+export function inTurnsSettings(options: BenchOptions): CompareSettings {
+  const slices = options.quick ? 1 : 4;
+  return {
+    ...compareSettings(options),
+    runs: options.runs * slices,
+    runSeconds: Math.max(2, Math.round(options.runSeconds / slices)),
+  };
+}
+
+/**
  * CPU per request is compared apart from throughput: both sides loaded at once at this share of the lower of
  * their throughputs (so neither saturates and a slow spell of the machine falls on both), after a joint warm-up.
  * At saturation in turns, a conventional route's runs read 0.72, 0.78 and 1.18x in one run; durable events'

@@ -3,11 +3,11 @@
 import { must } from '../../src/shared/must.js';
 import { compare, type Comparison, type LoadTarget } from '../load.js';
 import { comparisonRow, cpuRatio, cpuRatiosText, int, type Row } from '../report.js';
-import { atOnceSettings, compareSettings, cpuComparisonRate, json, type BenchContext } from './context.js';
+import { atOnceSettings, cpuComparisonRate, inTurnsSettings, json, type BenchContext } from './context.js';
 
 const MIN_RATIO = 1.0;
 
-/** The comparison row, judged on throughput (at saturation, in turns) and on CPU per request (at a fixed rate, at once). */
+/** The comparison row, judged on throughput (at saturation, in short turns: inTurnsSettings) and on CPU per request (at a fixed rate, at once). */
 function conventionalRow(scenario: string, throughput: Comparison, cpu: Comparison, rate: number, note: string): Row {
   const row = comparisonRow(scenario, throughput, MIN_RATIO, note);
   const ours = cpu.ours.serverCpuMs;
@@ -25,7 +25,7 @@ function conventionalRow(scenario: string, throughput: Comparison, cpu: Comparis
 
 export async function runConventionalScenarios(context: BenchContext): Promise<Row[]> {
   const { stack, seeded, options } = context;
-  const settings = compareSettings(options);
+  const settings = inTurnsSettings(options);
   const tenant = seeded.crud;
   console.log('Against the conventional stack (bench/conventional-server.ts)');
   const conventional = await stack.startBenchServer('conventional', 'bench/conventional-server.ts', '/healthz');

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
+import { EXACT_TTL } from '../shared/lru.js';
 import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
@@ -41,7 +42,7 @@ export class UnknownApiKeyError extends UnauthorizedError {
 }
 
 export class ApiKeyAuthenticator {
-  private readonly cache = new LRUCache<string, CachedKey>({ max: 10_000, ttl: AUTH_CACHE_TTL_MS });
+  private readonly cache = new LRUCache<string, CachedKey>({ max: 10_000, ttl: AUTH_CACHE_TTL_MS, ...EXACT_TTL });
 
   /**
    * With a change feed, a revoked key or a changed company is forgotten by every process as soon as

@@ -1,4 +1,4 @@
-import { type Collection, type Db, type Filter } from 'mongodb';
+import { BSON, type Collection, type Db, type Filter } from 'mongodb';
 import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { EventsRepository } from '../events/repository.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
@@ -35,6 +35,19 @@ export interface ItemDoc extends OutboxFields {
   archived_at?: Date | null;
   /** An archived item's external_id, moved aside so that the id can name a new item. */
   archived_external_id?: string;
+}
+
+/** What a read of an item leaves out: the outbox's events (its bookkeeping counters stay). */
+const ITEM_READ = { pending_events: 0 } as const;
+
+/** An item as BSON: a few objects for the garbage collector where the document is dozens. */
+export function itemToBytes(doc: ItemDoc): Uint8Array {
+  return BSON.serialize(doc);
+}
+
+/** An item from its BSON, as the driver would have decoded it (its default options). */
+export function itemFromBytes(bytes: Uint8Array): ItemDoc {
+  return BSON.deserialize(bytes) as ItemDoc;
 }
 
 export interface ItemListFilter {
@@ -149,10 +162,17 @@ export class ItemsRepository {
 
   /** A live item of the company; an archived one is not found, so it cannot be read, changed or referenced. */
   findById(companyId: string, itemId: string): Promise<ItemDoc | null> {
-    return this.collection.findOne(
+    return this.collection.findOne({ company_id: companyId, _id: itemId, ...LIVE }, { projection: ITEM_READ });
+  }
+
+  /** findById's item as its stored BSON (itemFromBytes reads it), for a caller that keeps it. */
+  async findBytesById(companyId: string, itemId: string): Promise<Uint8Array | null> {
+    // `raw`: the driver hands over the document undecoded, as a view into the whole reply: copied, to keep only it.
+    const bytes = (await this.collection.findOne(
       { company_id: companyId, _id: itemId, ...LIVE },
-      { projection: { pending_events: 0 } },
-    );
+      { projection: ITEM_READ, raw: true },
+    )) as unknown as Uint8Array | null;
+    return bytes && new Uint8Array(bytes);
   }
 
   /** Whether the company has this live item, from the process's memory when it was seen recently. */

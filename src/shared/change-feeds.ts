@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { EXACT_TTL } from './lru.js';
 import type { Logger } from './logger.js';
 import type { RedisClient } from './redis.js';
 
@@ -77,7 +78,11 @@ export class ChangeAnnouncer {
  * a change is announced is dropped with its entry. Callers must not modify what they get.
  */
 export class AnnouncedCache<T extends object | null> {
-  private readonly entries = new LRUCache<string, { value: Promise<T> }>({ max: CACHE_MAX_ENTRIES, ttl: CACHE_TTL_MS });
+  private readonly entries = new LRUCache<string, { value: Promise<T> }>({
+    max: CACHE_MAX_ENTRIES,
+    ttl: CACHE_TTL_MS,
+    ...EXACT_TTL,
+  });
 
   /** Without an announcer (a process with no change feed) nothing is cached: every get loads. */
   constructor(private readonly announcer?: ChangeAnnouncer) {

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { EXACT_TTL } from './lru.js';
 
 /** Entries per cache, so ids made up by a caller cannot grow it without bound. */
 const MAX_ENTRIES = 10_000;
@@ -16,7 +17,7 @@ export class ExistenceCache {
   private epoch = 0;
 
   constructor(ttlMs: number) {
-    this.known = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: ttlMs });
+    this.known = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: ttlMs, ...EXACT_TTL });
   }
 
   async exists(key: string, load: () => Promise<boolean>): Promise<boolean> {

@@ -167,6 +167,25 @@ describe('MongoDB round trips per request on the happy path', () => {
     expect(describeCommands(path)).toEqual(Array(10).fill('findAndModify items'));
   });
 
+  it('a PATCH from the item kept by a GET (its BSON) answers what a read would have: values, types and dates', async () => {
+    const created = await newItem('Kept ünïcode ✓', { metadata: { deal_value: 12.5 }, contact_id: 'contact-7' });
+    expect(created.statusCode, created.body).toBe(201);
+    const itemId = created.json<{ item_id: string }>().item_id;
+    const read = await ext(app, tenant.key, 'GET', `/items/${itemId}`);
+    const before = read.json<Record<string, unknown> & { version: number }>();
+    const { path } = await count(1, () =>
+      ext(app, tenant.key, 'PATCH', `/items/${itemId}`, { metadata: { deal_value: 13 }, version: before.version }),
+    );
+    expect(describeCommands(path)).toEqual(['findAndModify items']); // from the kept item, not a read
+    const after = await ext(app, tenant.key, 'GET', `/items/${itemId}`);
+    expect(after.json()).toEqual({
+      ...before,
+      deal_value: 13,
+      version: before.version + 1,
+      updated_at: after.json<{ updated_at: string }>().updated_at,
+    });
+  });
+
   it('outbox: the events of requests answered together leave in one record and one clear', async () => {
     await publisher.settled();
     sent.length = 0;
