@@ -21,10 +21,11 @@ export const WORKER_RECORD_INTERVAL_MS = 25;
 /**
  * Events that may wait for their records per slot of the consumer: while MongoDB stalls, sends go on (a
  * delivery needs no MongoDB), and every event sent but not recorded is sent again when its job is retried.
- * This bounds that at four times the concurrency (200 webhooks with the default 50), and at 25 ms per
- * write leaves the slots, not the records, the limit (4 x 50 events per ~30 ms).
+ * This bounds that at eight times the concurrency (400 webhooks with the default 50). An event waits for two
+ * writes one after the other (its attempt's, then its progress: runAndRecord), up to 2 x 25 ms, so the slots,
+ * not the records, stay the limit (8 x 50 events per ~55 ms, some 7,000 a second).
  */
-const RECORDS_WAITING_PER_SLOT = 4;
+const RECORDS_WAITING_PER_SLOT = 8;
 
 /** Where a consumer's events are run: how many at once (across all its jobs), and how to tell a job still queued. */
 export interface ConsumerProgressOptions {
@@ -70,8 +71,8 @@ export class ConsumerProgress {
    * (within the consumer's concurrency); run again (a retry, or after a crash) it runs only those not
    * yet finished. A republished copy of an event does nothing when the consumer finished it or when
    * the batch it was published in is still queued (that batch runs it). Each finished event, or one
-   * whose job has used its last attempt, is recorded before BullMQ hears of the job, so a completed
-   * job always has its records. When some events of a batch fail, the job fails (and is retried)
+   * whose job has used its last attempt, is recorded before BullMQ hears of the job (after the writes it
+   * made alongside), so a completed job always has its records. When some events of a batch fail, the job fails (and is retried)
    * with the others recorded as finished.
    */
   track<R>(process: EventProcessor<R>): (job: Job<EventJobData>) => Promise<R | R[] | { already_finished: true }> {
@@ -120,7 +121,11 @@ export class ConsumerProgress {
     };
     try {
       const result = await this.limit(() => process(event, job, alongside));
-      await Promise.all([...writes, this.finished.add(event)]);
+      // Finished only once what it wrote is stored: a failed attempt's retry is scheduled in its record, and a
+      // finished event is not run again. Marked alongside, an attempt whose write failed left the retry in
+      // Redis alone (the job's retry skips a finished event), to be lost with it.
+      await Promise.all(writes);
+      await this.finished.add(event);
       return result;
     } catch (error) {
       // Given up: the failure stays visible (failed job, automation run); the event is no longer unfinished.
