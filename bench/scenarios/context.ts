@@ -27,7 +27,7 @@ export function compareSettings(options: BenchOptions): CompareSettings {
  * four times as many runs (at least 2 s each), so each run's two sides are measured seconds apart, not a quarter
  * of a minute. This machine's speed drifts by half within a minute (fixed overhead, 2026-12-02: the conventional
  * server served 19,027 then 10,465 req/s 50 s apart); of 8 s turns the runs read 0.86, 1.10, 0.94× and 0.90,
- * 0.91, 1.84× (a spell falling on one side), of 2 s turns the twelve runs' median moved by ±0.03.
+ * 0.91, 1.84× (a spell falling on one side); two runs of twelve 2 s turns read medians of 1.05 and 1.09×.
  */
 export function inTurnsSettings(options: BenchOptions): CompareSettings {
   const slices = options.quick ? 1 : 4;
@@ -59,9 +59,11 @@ export function cpuComparisonRate(lowerRps: number): number {
 const JOINT_WARMUP_SECONDS = 10;
 
 /** Both sides loaded at once, each at `rate` req/s: for CPU per request below saturation (bench/load.ts `together`). */
-export function atOnceSettings(options: BenchOptions, rate: number): CompareSettings {
+export function atOnceSettings(options: BenchOptions, rate: number, minRuns = options.runs): CompareSettings {
   return {
     ...compareSettings(options),
+    // At least minRuns runs (unless --quick): one run's ratio moves by ±0.1 on this machine.
+    runs: options.quick ? options.runs : Math.max(options.runs, minRuns),
     overallRate: rate,
     together: true,
     warmupSeconds: options.quick ? options.warmupSeconds : Math.max(options.warmupSeconds, JOINT_WARMUP_SECONDS),

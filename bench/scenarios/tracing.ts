@@ -96,7 +96,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
         () => target(untraced.url, 'web-untraced'),
         // Both at once at a fixed rate (--rate, else ratePerSide): CPU per request below saturation,
         // with the machine's slow and fast spells on both sides alike; at least TRACING_RUNS runs.
-        { ...atOnceSettings(options, rate), runs: options.quick ? options.runs : Math.max(options.runs, TRACING_RUNS) },
+        atOnceSettings(options, rate, TRACING_RUNS),
       );
       const { ours: on, baseline: off } = comparison;
       const cpuRatio = cpuRatioOf(comparison);

@@ -72,8 +72,8 @@ export class ConsumerProgress {
    * yet finished. A republished copy of an event does nothing when the consumer finished it or when
    * the batch it was published in is still queued (that batch runs it). Each finished event, or one
    * whose job has used its last attempt, is recorded before BullMQ hears of the job (after the writes it
-   * made alongside), so a completed job always has its records. When some events of a batch fail, the job fails (and is retried)
-   * with the others recorded as finished.
+   * made alongside), so a completed job always has its records. When some events of a batch fail, the job
+   * fails (and is retried) with the others recorded as finished.
    */
   track<R>(process: EventProcessor<R>): (job: Job<EventJobData>) => Promise<R | R[] | { already_finished: true }> {
     return async (job) => {

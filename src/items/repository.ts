@@ -82,6 +82,12 @@ function translateDuplicate(error: unknown): never {
 const SORTABLE = ['created_at', 'updated_at'] as const;
 /** Matches live items: archived_at null or absent (items written before archiving existed have none). */
 const LIVE = { archived_at: null };
+/** The company's live item with this id. */
+const liveItem = (companyId: string, itemId: string): Filter<ItemDoc> => ({
+  company_id: companyId,
+  _id: itemId,
+  ...LIVE,
+});
 const EQUALITY_FILTERS = ['pipeline_id', 'stage_id', 'status_id', 'contact_id'] as const;
 /**
  * How long a process trusts that an item is live without reading it again (a task's item_id check).
@@ -156,31 +162,29 @@ export class ItemsRepository {
   findByExternalId(companyId: string, externalId: string): Promise<ItemDoc | null> {
     return this.collection.findOne(
       { company_id: companyId, external_id: externalId, ...LIVE },
-      { projection: { pending_events: 0 } },
+      { projection: ITEM_READ },
     );
   }
 
   /** A live item of the company; an archived one is not found, so it cannot be read, changed or referenced. */
   findById(companyId: string, itemId: string): Promise<ItemDoc | null> {
-    return this.collection.findOne({ company_id: companyId, _id: itemId, ...LIVE }, { projection: ITEM_READ });
+    return this.collection.findOne(liveItem(companyId, itemId), { projection: ITEM_READ });
   }
 
   /** findById's item as its stored BSON (itemFromBytes reads it), for a caller that keeps it. */
   async findBytesById(companyId: string, itemId: string): Promise<Uint8Array | null> {
     // `raw`: the driver hands over the document undecoded, as a view into the whole reply: copied, to keep only it.
-    const bytes = (await this.collection.findOne(
-      { company_id: companyId, _id: itemId, ...LIVE },
-      { projection: ITEM_READ, raw: true },
-    )) as unknown as Uint8Array | null;
+    const bytes = (await this.collection.findOne(liveItem(companyId, itemId), {
+      projection: ITEM_READ,
+      raw: true,
+    })) as unknown as Uint8Array | null;
     return bytes && new Uint8Array(bytes);
   }
 
   /** Whether the company has this live item, from the process's memory when it was seen recently. */
   existsCached(companyId: string, itemId: string): Promise<boolean> {
     return this.existing.exists(companyScopedKey(companyId, itemId), async () =>
-      Boolean(
-        await this.collection.findOne({ company_id: companyId, _id: itemId, ...LIVE }, { projection: { _id: 1 } }),
-      ),
+      Boolean(await this.collection.findOne(liveItem(companyId, itemId), { projection: { _id: 1 } })),
     );
   }
 
@@ -201,7 +205,7 @@ export class ItemsRepository {
     try {
       return await updateWithEvents(
         this.collection,
-        { company_id: current.company_id, _id: current._id, ...LIVE },
+        liveItem(current.company_id, current._id),
         { field: 'version', expected: current.version },
         {
           archived_at: at,
@@ -230,7 +234,7 @@ export class ItemsRepository {
   ): Promise<ItemDoc | null> {
     return updateWithEvents(
       this.collection,
-      { company_id: companyId, _id: itemId, ...LIVE },
+      liveItem(companyId, itemId),
       { field: 'version', expected: expectedVersion },
       { ...changes, updated_at: updatedAt },
       events,
