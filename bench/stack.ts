@@ -76,21 +76,25 @@ export function profileArgs(options: BenchOptions, name: string): string[] {
 export const HOOK_CONCURRENCY = 50;
 
 /**
- * The node flags `npm start` runs the web process with (package.json, the one place they are set; `npm run
- * worker` has the same, test/ops/deploy-files.test.ts), so every process here runs as in production.
+ * The node flags `npm start` runs the web process with and `npm run worker` the worker (package.json, the one
+ * place they are set; test/ops/deploy-files.test.ts holds the Dockerfile and compose to them), so every process
+ * here runs as in production.
  */
-function productionNodeFlags(): string[] {
+function productionNodeFlags(script: 'start' | 'worker'): string[] {
   // This module runs as dist/bench/bench/stack.js.
   const { scripts } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
-    scripts: { start: string };
+    scripts: Record<typeof script, string>;
   };
-  const args = scripts.start.split(' ');
+  const args = scripts[script].split(' ');
   return args.slice(1, args.indexOf('--import'));
 }
 
-/** Production's node flags and the OpenTelemetry preload (it does nothing unless configured), compiled for the benchmark. */
-const PRODUCTION_NODE_FLAGS = productionNodeFlags();
-const preload = () => [...PRODUCTION_NODE_FLAGS, '--import', compiled('src/telemetry/preload.ts')];
+/** Production's node flags (the web's, or the worker's) and the OpenTelemetry preload (it does nothing unless configured), compiled for the benchmark. */
+const preload = (script: 'start' | 'worker' = 'start') => [
+  ...productionNodeFlags(script),
+  '--import',
+  compiled('src/telemetry/preload.ts'),
+];
 
 export async function startStack(options: BenchOptions, children: Children): Promise<Stack> {
   // The stand-in keeps every record of the run in memory (items, tasks and their event records from every
@@ -214,7 +218,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
           // Round trips per delivery for the webhook row (one listener call per command: negligible).
           MONGO_COMMAND_METRICS: 'true',
         },
-        { stdout: log('worker'), nodeArgs: [...profileArgs(options, 'worker'), ...preload()] },
+        { stdout: log('worker'), nodeArgs: [...profileArgs(options, 'worker'), ...preload('worker')] },
       );
       await waitForHttp(`http://127.0.0.1:${metricsPort}/metrics`, worker, 60_000);
       stack.worker = worker;

@@ -5,8 +5,9 @@ import { parse } from 'yaml';
 
 /** OpenTelemetry's preload (src/telemetry/preload.ts): before the entry point, so instrumentation sees every import. */
 const PRELOAD = './dist/src/telemetry/preload.js';
-/** A young generation of fixed size: docs/operations.md ("Memory"). */
-const NODE_FLAGS = ['--min-semi-space-size=16', '--max-semi-space-size=16'];
+/** A young generation of fixed size, larger for the worker: docs/operations.md ("Memory"). */
+const WEB_NODE_FLAGS = ['--min-semi-space-size=16', '--max-semi-space-size=16'];
+const WORKER_NODE_FLAGS = ['--min-semi-space-size=64', '--max-semi-space-size=64'];
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 
 // No Docker engine runs on the build machines, so `docker compose config` cannot; these checks hold the
@@ -15,10 +16,16 @@ describe('deployment files', () => {
   it('docker-compose.yml runs node directly under an init, and persists Redis', () => {
     const compose = parse(read('docker-compose.yml'), { merge: true });
     expect(Object.keys(compose.services).sort()).toEqual(['mongo', 'redis', 'web', 'worker']);
-    expect(compose.services.web.command).toEqual(['node', ...NODE_FLAGS, '--import', PRELOAD, 'dist/src/server.js']);
+    expect(compose.services.web.command).toEqual([
+      'node',
+      ...WEB_NODE_FLAGS,
+      '--import',
+      PRELOAD,
+      'dist/src/server.js',
+    ]);
     expect(compose.services.worker.command).toEqual([
       'node',
-      ...NODE_FLAGS,
+      ...WORKER_NODE_FLAGS,
       '--import',
       PRELOAD,
       'dist/workers/main.js',
@@ -34,8 +41,8 @@ describe('deployment files', () => {
     // npm is fine where the platform signals every process of the dyno (Heroku-style), not as a container's PID 1.
     expect(read('Procfile').trim().split('\n')).toEqual(['web: npm start', 'worker: npm run worker']);
     const { scripts } = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
-    expect(scripts.start).toBe(['node', ...NODE_FLAGS, '--import', PRELOAD, 'dist/src/server.js'].join(' '));
-    expect(scripts.worker).toBe(['node', ...NODE_FLAGS, '--import', PRELOAD, 'dist/workers/main.js'].join(' '));
+    expect(scripts.start).toBe(['node', ...WEB_NODE_FLAGS, '--import', PRELOAD, 'dist/src/server.js'].join(' '));
+    expect(scripts.worker).toBe(['node', ...WORKER_NODE_FLAGS, '--import', PRELOAD, 'dist/workers/main.js'].join(' '));
   });
 
   it('the Dockerfile is multi-stage on Node LTS, production dependencies only, non-root, node in exec form', () => {
