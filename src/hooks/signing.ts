@@ -1,4 +1,5 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { writeWebhookPayload } from './payloads.js';
 import type { WebhookEnvelope } from '../events/envelope.js';
 
@@ -28,6 +29,21 @@ export function webhookBody(event: WebhookEnvelope): string {
 }
 
 /**
+ * A secret's key, decoded once: a KeyObject made per signature (base64 decoded, then prepared by node:crypto)
+ * cost a third of the HMAC's time (3.3 against 2.2 µs for an 800-byte body). Bounded: one or two per hook in use.
+ */
+const signingKeys = new LRUCache<string, KeyObject>({ max: 10_000 });
+
+function signingKey(secret: string): KeyObject {
+  let key = signingKeys.get(secret);
+  if (!key) {
+    key = createSecretKey(Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64'));
+    signingKeys.set(secret, key);
+  }
+  return key;
+}
+
+/**
  * Standard Webhooks headers for one attempt: `v1,` + base64 HMAC-SHA256 over `${id}.${timestamp}.${body}`
  * keyed with the secret's decoded bytes; with several secrets (during a rotation) one signature each,
  * space-separated, as the specification allows: a receiver holding either secret verifies.
@@ -41,10 +57,10 @@ export function signedHeaders(
   at: Date,
 ): Record<string, string> {
   const timestamp = String(Math.floor(at.getTime() / 1000));
-  const signatures = (typeof secrets === 'string' ? [secrets] : secrets).map((secret) => {
-    const key = Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64');
-    return `v1,${createHmac('sha256', key).update(`${messageId}.${timestamp}.${body}`).digest('base64')}`;
-  });
+  const signatures = (typeof secrets === 'string' ? [secrets] : secrets).map(
+    (secret) =>
+      `v1,${createHmac('sha256', signingKey(secret)).update(`${messageId}.${timestamp}.${body}`).digest('base64')}`,
+  );
   return {
     'content-type': 'application/json',
     'user-agent': 'pipeline-records-webhooks/1',
