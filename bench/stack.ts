@@ -75,17 +75,20 @@ export function profileArgs(options: BenchOptions, name: string): string[] {
 /** Webhooks sent at once by our worker and by the bare baseline worker alike (the service's default). */
 export const HOOK_CONCURRENCY = 50;
 
+// package.json's scripts, read once; this module runs as dist/bench/bench/stack.js.
+const PACKAGE_SCRIPTS = (
+  JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+    scripts: Record<'start' | 'worker', string>;
+  }
+).scripts;
+
 /**
  * The node flags `npm start` runs the web process with and `npm run worker` the worker (package.json, the one
  * place they are set; test/ops/deploy-files.test.ts holds the Dockerfile and compose to them), so every process
  * here runs as in production.
  */
 function productionNodeFlags(script: 'start' | 'worker'): string[] {
-  // This module runs as dist/bench/bench/stack.js.
-  const { scripts } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
-    scripts: Record<typeof script, string>;
-  };
-  const args = scripts[script].split(' ');
+  const args = PACKAGE_SCRIPTS[script].split(' ');
   return args.slice(1, args.indexOf('--import'));
 }
 

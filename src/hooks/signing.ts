@@ -32,16 +32,10 @@ export function webhookBody(event: WebhookEnvelope): string {
  * A secret's key, decoded once: a KeyObject made per signature (base64 decoded, then prepared by node:crypto)
  * cost a third of the HMAC's time (3.3 against 2.2 µs for an 800-byte body). Bounded: one or two per hook in use.
  */
-const signingKeys = new LRUCache<string, KeyObject>({ max: 10_000 });
-
-function signingKey(secret: string): KeyObject {
-  let key = signingKeys.get(secret);
-  if (!key) {
-    key = createSecretKey(Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64'));
-    signingKeys.set(secret, key);
-  }
-  return key;
-}
+const signingKeys = new LRUCache<string, KeyObject>({
+  max: 10_000,
+  memoMethod: (secret) => createSecretKey(Buffer.from(secret.slice(secret.indexOf('_') + 1), 'base64')),
+});
 
 /**
  * Standard Webhooks headers for one attempt: `v1,` + base64 HMAC-SHA256 over `${id}.${timestamp}.${body}`
@@ -59,7 +53,7 @@ export function signedHeaders(
   const timestamp = String(Math.floor(at.getTime() / 1000));
   const signatures = (typeof secrets === 'string' ? [secrets] : secrets).map(
     (secret) =>
-      `v1,${createHmac('sha256', signingKey(secret)).update(`${messageId}.${timestamp}.${body}`).digest('base64')}`,
+      `v1,${createHmac('sha256', signingKeys.memo(secret)).update(`${messageId}.${timestamp}.${body}`).digest('base64')}`,
   );
   return {
     'content-type': 'application/json',
