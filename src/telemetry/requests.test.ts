@@ -1,15 +1,13 @@
 import { request as httpRequest } from 'node:http';
 import { trace } from '@opentelemetry/api';
-import { tracing } from '@opentelemetry/sdk-node';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { traceRequests } from './requests.js';
 import type { AddressInfo } from 'node:net';
 
-const exporter = new tracing.InMemorySpanExporter();
-trace.setGlobalTracerProvider(
-  new tracing.BasicTracerProvider({ spanProcessors: [new tracing.SimpleSpanProcessor(exporter)] }),
-);
+const exporter = new InMemorySpanExporter();
+trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }));
 
 const app = Fastify();
 let url = '';

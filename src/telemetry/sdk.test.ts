@@ -1,5 +1,5 @@
 import { context, ROOT_CONTEXT, SpanKind, trace, type Span } from '@opentelemetry/api';
-import { tracing } from '@opentelemetry/sdk-node';
+import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { describe, expect, it, vi } from 'vitest';
 import {
   batchOptionsFromEnv,
@@ -7,6 +7,7 @@ import {
   mongoInstrumentation,
   mongoStatement,
   newTraceDrawn,
+  propagatorFromEnv,
   samplerFromEnv,
   SPAN_EXPORT_DELAY_MS,
 } from './sdk.js';
@@ -65,8 +66,25 @@ describe('the batch span processor', () => {
     expect(batchOptionsFromEnv({ OTEL_BSP_SCHEDULE_DELAY: ' ' })).toEqual({
       scheduledDelayMillis: SPAN_EXPORT_DELAY_MS,
     });
-    // The operator's setting is left for the SDK to read, like the other OTEL_BSP_* variables.
-    expect(batchOptionsFromEnv({ OTEL_BSP_SCHEDULE_DELAY: '5000' })).toEqual({});
+    expect(batchOptionsFromEnv({ OTEL_BSP_SCHEDULE_DELAY: '5000' })).toEqual({ scheduledDelayMillis: 5000 });
+  });
+
+  it('takes the other OTEL_BSP_* settings from the environment, ignoring what is not a positive number', () => {
+    expect(
+      batchOptionsFromEnv({
+        OTEL_BSP_MAX_QUEUE_SIZE: '4096',
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '256',
+        OTEL_BSP_EXPORT_TIMEOUT: '10000',
+      }),
+    ).toEqual({
+      scheduledDelayMillis: SPAN_EXPORT_DELAY_MS,
+      maxQueueSize: 4096,
+      maxExportBatchSize: 256,
+      exportTimeoutMillis: 10_000,
+    });
+    expect(batchOptionsFromEnv({ OTEL_BSP_MAX_QUEUE_SIZE: '-1', OTEL_BSP_SCHEDULE_DELAY: 'soon' })).toEqual({
+      scheduledDelayMillis: SPAN_EXPORT_DELAY_MS,
+    });
   });
 });
 
@@ -77,7 +95,7 @@ describe('the root draw of a request without a caller’s trace', () => {
       OTEL_TRACES_SAMPLER_ARG: '0.3',
     });
     const ids = new DrawnTraceIds();
-    const tracer = new tracing.BasicTracerProvider({ sampler, idGenerator: ids }).getTracer('draw');
+    const tracer = new TracerProvider({ sampler, idGenerator: ids }).getTracer('draw');
     const drawnIds: string[] = [];
     const draw = ids.draw.bind(ids);
     vi.spyOn(ids, 'draw').mockImplementation(() => {
@@ -153,5 +171,35 @@ describe('the MongoDB instrumentation', () => {
     // The instrumentation's own wrapper would have chained an end handler on the reply.
     expect(then).not.toHaveBeenCalled();
     instrumentation.disable();
+  });
+});
+
+describe('the propagator', () => {
+  const sampled = trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: 'a'.repeat(32),
+    spanId: 'b'.repeat(16),
+    traceFlags: 1,
+  });
+  const injected = async (env: NodeJS.ProcessEnv) => {
+    const carrier: Record<string, string> = {};
+    (await propagatorFromEnv(env))?.inject(sampled, carrier, { set: (into, key, value) => (into[key] = value) });
+    return carrier;
+  };
+
+  it('is W3C trace context (and baggage) unless OTEL_PROPAGATORS says otherwise', async () => {
+    expect(await injected({})).toEqual({ traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01` });
+    expect(await injected({ OTEL_PROPAGATORS: ' ' })).toHaveProperty('traceparent');
+  });
+
+  it('is B3 (single or multiple headers) when asked for, and none at all with `none`', async () => {
+    expect(await injected({ OTEL_PROPAGATORS: 'b3' })).toEqual({ b3: `${'a'.repeat(32)}-${'b'.repeat(16)}-1` });
+    expect(Object.keys(await injected({ OTEL_PROPAGATORS: 'b3multi,tracecontext' })).sort()).toEqual([
+      'traceparent',
+      'x-b3-sampled',
+      'x-b3-spanid',
+      'x-b3-traceid',
+    ]);
+    expect(await propagatorFromEnv({ OTEL_PROPAGATORS: 'tracecontext,none' })).toBeNull();
+    expect(await propagatorFromEnv({ OTEL_PROPAGATORS: 'xray' })).toBeNull();
   });
 });

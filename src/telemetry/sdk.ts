@@ -1,11 +1,24 @@
 import { register } from 'node:module';
-import { context, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import { context, diag, DiagConsoleLogger, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import {
+  CompositePropagator,
+  diagLogLevelFromString,
+  W3CBaggagePropagator,
+  W3CTraceContextPropagator,
+} from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
 import { MongoDBInstrumentation } from '@opentelemetry/instrumentation-mongodb';
-import { core, NodeSDK, tracing } from '@opentelemetry/sdk-node';
-// OTEL_PROPAGATORS as the SDK reads it (not exported from the package's index).
-import { getPropagatorFromEnv } from '@opentelemetry/sdk-node/build/src/utils.js';
+import {
+  defaultResource,
+  detectResources,
+  envDetector,
+  hostDetector,
+  processDetector,
+  resourceFromAttributes,
+} from '@opentelemetry/resources';
+import * as tracing from '@opentelemetry/sdk-trace';
 import { BullMQOtel } from 'bullmq-otel';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
 import { OnDemandContextManager } from './context.js';
@@ -199,15 +212,46 @@ export function mongoInstrumentation(): MongoDBInstrumentation {
   return instrumentation;
 }
 
-/** OTEL_PROPAGATORS (default W3C trace context and baggage), also injecting unsampled traces' context. */
-function unsampledAware(fromEnv: TextMapPropagator | null | undefined): TextMapPropagator | null {
-  if (fromEnv === null) return null; // OTEL_PROPAGATORS=none
-  return new UnsampledTracePropagator(
-    fromEnv ??
-      new core.CompositePropagator({
-        propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()],
-      }),
-  );
+/** A comma-separated OTEL_* list, trimmed, without empty entries or repeats; undefined when unset or empty. */
+function listFromEnv(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
+  const values = (env[name] ?? '')
+    .split(',')
+    .map((value) => value.trim())
+    .filter(Boolean);
+  return values.length > 0 ? [...new Set(values)] : undefined;
+}
+
+/** A positive OTEL_* number, or undefined (unset, or not a positive number: the default then applies). */
+function positiveFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const value = Number(env[name]?.trim() || Number.NaN);
+  return value > 0 ? value : undefined;
+}
+
+/** A non-negative OTEL_* number (span limits: 0 allows none), or undefined. */
+function countFromEnv(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const value = Number(env[name]?.trim() || Number.NaN);
+  return value >= 0 ? value : undefined;
+}
+
+/**
+ * OTEL_PROPAGATORS as the specification names them (default W3C trace context and baggage; `none`: no
+ * propagator), also injecting unsampled traces' context. B3 is loaded only when asked for.
+ */
+export async function propagatorFromEnv(env: NodeJS.ProcessEnv): Promise<TextMapPropagator | null> {
+  const names = listFromEnv(env, 'OTEL_PROPAGATORS') ?? ['tracecontext', 'baggage'];
+  if (names.includes('none')) return null;
+  const propagators: TextMapPropagator[] = [];
+  for (const name of names) {
+    if (name === 'tracecontext') propagators.push(new W3CTraceContextPropagator());
+    else if (name === 'baggage') propagators.push(new W3CBaggagePropagator());
+    else if (name === 'b3' || name === 'b3multi') {
+      const { B3InjectEncoding, B3Propagator } = await import('@opentelemetry/propagator-b3');
+      const injectEncoding = name === 'b3' ? B3InjectEncoding.SINGLE_HEADER : B3InjectEncoding.MULTI_HEADER;
+      propagators.push(new B3Propagator({ injectEncoding }));
+    } else diag.warn(`OTEL_PROPAGATORS: "${name}" is not available (tracecontext, baggage, b3, b3multi, none)`);
+  }
+  if (propagators.length === 0) return null;
+  return new UnsampledTracePropagator(new CompositePropagator({ propagators }));
 }
 
 /**
@@ -221,9 +265,31 @@ function unsampledAware(fromEnv: TextMapPropagator | null | undefined): TextMapP
  */
 export const SPAN_EXPORT_DELAY_MS = 100;
 
-/** The batch span processor's options: the export delay above unless the environment sets one (OTEL_BSP_*). */
-export function batchOptionsFromEnv(env: NodeJS.ProcessEnv): tracing.BufferConfig {
-  return env.OTEL_BSP_SCHEDULE_DELAY?.trim() ? {} : { scheduledDelayMillis: SPAN_EXPORT_DELAY_MS };
+/** The batch span processor's options from OTEL_BSP_*, with the export delay above unless one is set. */
+export function batchOptionsFromEnv(
+  env: NodeJS.ProcessEnv,
+): Omit<ConstructorParameters<typeof tracing.BatchSpanProcessor>[0], 'exporter'> {
+  return {
+    scheduledDelayMillis: positiveFromEnv(env, 'OTEL_BSP_SCHEDULE_DELAY') ?? SPAN_EXPORT_DELAY_MS,
+    maxQueueSize: positiveFromEnv(env, 'OTEL_BSP_MAX_QUEUE_SIZE'),
+    maxExportBatchSize: positiveFromEnv(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
+    exportTimeoutMillis: positiveFromEnv(env, 'OTEL_BSP_EXPORT_TIMEOUT'),
+  };
+}
+
+/** OTEL_SPAN_*_LIMIT and OTEL_ATTRIBUTE_*_LIMIT (the SDK's defaults otherwise). */
+function spanLimitsFromEnv(env: NodeJS.ProcessEnv): tracing.SpanLimits {
+  return {
+    attributeCountLimit:
+      countFromEnv(env, 'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT') ?? countFromEnv(env, 'OTEL_ATTRIBUTE_COUNT_LIMIT'),
+    attributeValueLengthLimit:
+      countFromEnv(env, 'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT') ??
+      countFromEnv(env, 'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT'),
+    eventCountLimit: countFromEnv(env, 'OTEL_SPAN_EVENT_COUNT_LIMIT'),
+    linkCountLimit: countFromEnv(env, 'OTEL_SPAN_LINK_COUNT_LIMIT'),
+    attributePerEventCountLimit: countFromEnv(env, 'OTEL_SPAN_ATTRIBUTE_PER_EVENT_COUNT_LIMIT'),
+    attributePerLinkCountLimit: countFromEnv(env, 'OTEL_SPAN_ATTRIBUTE_PER_LINK_COUNT_LIMIT'),
+  };
 }
 
 export interface TracingOptions {
@@ -236,10 +302,13 @@ export interface TracingOptions {
 }
 
 /**
- * Starts the OpenTelemetry Node SDK: traces only (OTEL_METRICS_EXPORTER and OTEL_LOGS_EXPORTER default
- * to none here: Prometheus and pino already cover those), with the MongoDB and ioredis instrumentations,
- * BullMQ's own telemetry and our request spans (requests.ts, registered by the app). The standard
- * OTEL_* variables configure the rest.
+ * Starts OpenTelemetry tracing from its parts (traces only: Prometheus and pino cover metrics and logs):
+ * the trace SDK with the OTLP http/protobuf exporter, the MongoDB and ioredis instrumentations, BullMQ's
+ * own telemetry and our request spans (requests.ts, registered by the app); the standard OTEL_* variables
+ * configure them. Not the NodeSDK: it loads every exporter of traces, metrics and logs (gRPC, Zipkin,
+ * Prometheus) whatever is configured, 19 MB of heap against 4 MB for these parts, and a web process that
+ * only loaded it, started nothing, served create task at 1.12x the CPU per request of its twin (median of ten
+ * runs at once, docs/benchmarks.md): a bigger heap for every collection to mark.
  */
 export async function startTracing(options: TracingOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   let acknowledged: Promise<void> | undefined;
@@ -249,26 +318,33 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
     register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
     acknowledged = waitForAllMessagesAcknowledged();
   }
-  env.OTEL_METRICS_EXPORTER ??= 'none';
-  env.OTEL_LOGS_EXPORTER ??= 'none';
+  const logLevel = env.OTEL_LOG_LEVEL?.trim();
+  if (logLevel) diag.setLogger(new DiagConsoleLogger(), { logLevel: diagLogLevelFromString(logLevel) });
   const named =
     Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(^|,)\s*service\.name=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
-  const contextManager = new OnDemandContextManager();
+  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) over ours, as the NodeSDK merges them.
+  const resource = defaultResource()
+    .merge(named ? null : resourceFromAttributes({ 'service.name': options.serviceName }))
+    .merge(detectResources({ detectors: [envDetector, processDetector, hostDetector] }));
   const { sampler, newTraces } = samplerFromEnv(env);
   const traceIds = new DrawnTraceIds();
-  const sdk = new NodeSDK({
-    ...(named ? {} : { serviceName: options.serviceName }),
+  const provider = new tracing.TracerProvider({
+    resource,
     sampler: new ServiceSampler(sampler),
     idGenerator: traceIds,
-    contextManager,
-    textMapPropagator: unsampledAware(getPropagatorFromEnv()),
+    spanLimits: spanLimitsFromEnv(env),
     // OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT, _COMPRESSION are read by the exporter.
-    // Batched (OTEL_BSP_*; the other settings fall back to the environment) unless a test brings its own processor.
-    spanProcessors: [
-      ...(options.spanProcessors ?? [
-        new tracing.BatchSpanProcessor(new OTLPTraceExporter(), batchOptionsFromEnv(env)),
-      ]),
+    spanProcessors: options.spanProcessors ?? [
+      new tracing.BatchSpanProcessor({ exporter: new OTLPTraceExporter(), ...batchOptionsFromEnv(env) }),
     ],
+  });
+  const contextManager = new OnDemandContextManager();
+  context.setGlobalContextManager(contextManager.enable());
+  const propagator = await propagatorFromEnv(env);
+  if (propagator) propagation.setGlobalPropagator(propagator);
+  trace.setGlobalTracerProvider(provider);
+  registerInstrumentations({
+    tracerProvider: provider,
     instrumentations: [
       // Only within a trace: the relay's and the workers' polling would otherwise be a trace each.
       mongoInstrumentation(),
@@ -278,12 +354,11 @@ export async function startTracing(options: TracingOptions, env: NodeJS.ProcessE
       // would add our `traceparent` to them. The sender makes their client spans (src/hooks/sender.ts).
     ],
   });
-  sdk.start();
   await acknowledged;
   markTracingStarted({
     queueTelemetry: withinRecordedTraces(new BullMQOtel('pipeline-records')),
     holdContext: () => contextManager.hold(),
     newTrace: () => newTraceDrawn(newTraces, traceIds),
-    shutdown: () => sdk.shutdown(),
+    shutdown: () => provider.shutdown(),
   });
 }

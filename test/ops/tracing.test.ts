@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { SpanKind } from '@opentelemetry/api';
-import { tracing } from '@opentelemetry/sdk-node';
+import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTracing } from '../../src/telemetry/sdk.js';
 import { REPO_ROOT } from '../helpers/compiled.js';
@@ -15,16 +15,16 @@ import type { Receiver as ReceiverType } from '../hooks/receiver.js';
 // Roots are not sampled, as with production's 5% sampling for most requests: only a caller's sampled
 // trace is recorded.
 process.env.OTEL_TRACES_SAMPLER = 'parentbased_always_off';
-const exporter = new tracing.InMemorySpanExporter();
+const exporter = new InMemorySpanExporter();
 await startTracing({
   serviceName: 'pipeline-records-test',
-  spanProcessors: [new tracing.SimpleSpanProcessor(exporter)],
+  spanProcessors: [new SimpleSpanProcessor({ exporter })],
 });
 const { buildTestApp, startTestWorkers } = await import('../helpers/app.js');
 const { createTenant, ext } = await import('../helpers/fixtures.js');
 const { Receiver } = await import('../hooks/receiver.js');
 
-type Span = tracing.ReadableSpan;
+type Span = ReadableSpan;
 
 let t: TestApp;
 let workers: { close(): Promise<void> };
