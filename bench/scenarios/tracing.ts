@@ -39,11 +39,12 @@ const RATE_PER_SIDE = 500;
  */
 const RATE_SHARE_OF_CAPACITY = 0.1;
 /**
- * Runs of each tracing comparison (unless --runs asks for more): one run's ratio moves by ±0.1 on a busy 2-core
- * machine, about the whole budget. On 2026-12-01 the medians of three runs of the same code read 1.18–1.32×, those
- * of five 1.22, 1.22 and 1.24×. Two more runs per variant add 32 s to `npm run bench`.
+ * Runs of each tracing comparison (unless --runs asks for more): one run's ratio moves by ±0.1–0.2 on a busy 2-core
+ * machine, more than the whole budget. On 2026-12-01 the medians of three runs of the same code read 1.18–1.32×,
+ * those of five 1.22, 1.22 and 1.24×; on 2026-12-06 an A/A pair (two untraced processes) read 0.78–1.22× over ten
+ * runs (median 1.01×). Ten runs per variant take about 110 s each.
  */
-const TRACING_RUNS = 5;
+const TRACING_RUNS = 10;
 const PRODUCTION_SAMPLING = { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' };
 
 /**
