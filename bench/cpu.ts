@@ -52,6 +52,13 @@ export class CpuMeter {
     if (pid) this.watched.set(pid, name);
   }
 
+  /** The pid last watched under `name` (a process started again has a new one). */
+  pidOf(name: string): number | undefined {
+    let found: number | undefined;
+    for (const [pid, watchedName] of this.watched) if (watchedName === name) found = pid;
+    return found;
+  }
+
   snapshot(): CpuSnapshot {
     const seconds = new Map<number, number>();
     for (const pid of this.watched.keys()) {

@@ -1,5 +1,6 @@
 import autocannon from 'autocannon';
 import { must } from '../src/shared/must.js';
+import { CoreSwap, pairedRatios } from './cores.js';
 import { cpuMeter, formatUsage } from './cpu.js';
 
 /** One side of a comparison: where to send what. Built afresh for every run (rotations, versions). */
@@ -39,6 +40,11 @@ export interface Comparison {
   runs: number;
   /** Each run's CPU per request of ours over the baseline's (the two measured next to each other). */
   cpuRatios: number[];
+  /**
+   * At once with the sides swapped between cores every run (CoreSwap): each pair of runs' geometric mean of
+   * cpuRatios, the ratios the comparison is judged on.
+   */
+  cpuPairRatios?: number[];
   /** Each run's req/s of ours over the baseline's (the two measured next to each other). */
   rpsRatios: number[];
 }
@@ -102,7 +108,8 @@ export interface CompareSettings {
   /**
    * Both sides loaded at the same time (each at its fixed rate) instead of in turns: the machine's slow and
    * fast spells, which moved one process's CPU per request by 15% between two turns a minute apart, then
-   * fall on both alike. Only for comparisons of CPU per request at a fixed rate.
+   * fall on both alike. Only for comparisons of CPU per request at a fixed rate. Where both targets name their
+   * server, each side has a core of its own, swapped every run (CoreSwap), and the runs are made even.
    */
   together?: boolean;
 }
@@ -122,45 +129,60 @@ export async function compare(
     const target = await side();
     return settings.overallRate && !target.overallRate ? { ...target, overallRate: settings.overallRate } : target;
   };
-  /** Loads both sides for `seconds`: at once, or ours then the baseline. */
-  const fireBoth = async (seconds: number): Promise<[Figures, Figures]> => {
+  let cores: CoreSwap | undefined;
+  /** Loads both sides for `seconds`: at once (on cores of their own for `run`), or ours then the baseline. */
+  const fireBoth = async (seconds: number, run = 0): Promise<[Figures, Figures]> => {
     if (!settings.together) {
       const oursFigures = await fire(await paced(ours), seconds, settings.connections);
       return [oursFigures, await fire(await paced(baseline), seconds, settings.connections)];
     }
     const [oursTarget, baselineTarget] = await Promise.all([paced(ours), paced(baseline)]);
+    cores ??= CoreSwap.of(
+      oursTarget.server ? cpuMeter.pidOf(oursTarget.server) : undefined,
+      baselineTarget.server ? cpuMeter.pidOf(baselineTarget.server) : undefined,
+    );
+    cores?.place(run);
     return Promise.all([
       fire(oursTarget, seconds, settings.connections),
       fire(baselineTarget, seconds, settings.connections),
     ]);
   };
-  await fireBoth(settings.warmupSeconds);
   const oursRuns: Figures[] = [];
   const baselineRuns: Figures[] = [];
   const cpuRatios: number[] = [];
   const rpsRatios: number[] = [];
   let oursLast: Figures | undefined;
   let baselineLast: Figures | undefined;
-  for (let run = 0; run < settings.runs; run++) {
-    [oursLast, baselineLast] = await fireBoth(settings.runSeconds);
-    oursRuns.push(oursLast);
-    baselineRuns.push(baselineLast);
-    const runRatio =
-      oursLast.serverCpuMs !== undefined && baselineLast.serverCpuMs
-        ? oursLast.serverCpuMs / baselineLast.serverCpuMs
-        : undefined;
-    if (runRatio !== undefined) cpuRatios.push(runRatio);
-    if (baselineLast.rps > 0) rpsRatios.push(oursLast.rps / baselineLast.rps);
-    process.stdout.write(
-      `, run ${run + 1}: ${oursLast.rps.toFixed(0)} vs ${baselineLast.rps.toFixed(0)} req/s${runRatio === undefined ? '' : ` (CPU ${runRatio.toFixed(2)}×)`}`,
-    );
+  let runs = settings.runs;
+  try {
+    await fireBoth(settings.warmupSeconds);
+    if (cores && runs % 2) runs++; // each side as many runs on each core
+    for (let run = 0; run < runs; run++) {
+      [oursLast, baselineLast] = await fireBoth(settings.runSeconds, run);
+      oursRuns.push(oursLast);
+      baselineRuns.push(baselineLast);
+      const runRatio =
+        oursLast.serverCpuMs !== undefined && baselineLast.serverCpuMs
+          ? oursLast.serverCpuMs / baselineLast.serverCpuMs
+          : undefined;
+      if (runRatio !== undefined) cpuRatios.push(runRatio);
+      if (baselineLast.rps > 0) rpsRatios.push(oursLast.rps / baselineLast.rps);
+      process.stdout.write(
+        `, run ${run + 1}: ${oursLast.rps.toFixed(0)} vs ${baselineLast.rps.toFixed(0)} req/s${runRatio === undefined ? '' : ` (CPU ${runRatio.toFixed(2)}×)`}`,
+      );
+    }
+  } finally {
+    cores?.release();
   }
-  process.stdout.write(`\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}\n`);
+  process.stdout.write(
+    `\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}${cores ? '; the two swapped between cores 0 and 1 every run' : ''}\n`,
+  );
   return {
     ours: medianFigures(oursRuns),
     baseline: medianFigures(baselineRuns),
-    runs: settings.runs,
+    runs,
     cpuRatios,
+    ...(cores && cpuRatios.length === runs ? { cpuPairRatios: pairedRatios(cpuRatios) } : {}),
     rpsRatios,
   };
 }

@@ -21,18 +21,33 @@ export const cpuMs = (value: number | undefined) => (value === undefined ? 'n/a'
 /**
  * Ours / baseline CPU per request, when both were measured: the median of the runs' ratios (each run's
  * two sides measured next to each other, so a slow spell of the machine moves both), not the ratio of
- * the two medians, which pairs figures taken minutes apart.
+ * the two medians, which pairs figures taken minutes apart. Sides swapped between cores every run: the
+ * median of the pairs' ratios (bench/cores.ts).
  */
-export const cpuRatio = (comparison: Pick<Comparison, 'ours' | 'baseline' | 'runs' | 'cpuRatios'>) =>
-  comparison.cpuRatios.length === comparison.runs
-    ? median(comparison.cpuRatios)
-    : comparison.ours.serverCpuMs !== undefined && comparison.baseline.serverCpuMs !== undefined
-      ? comparison.ours.serverCpuMs / comparison.baseline.serverCpuMs
-      : undefined;
+export const cpuRatio = (comparison: Pick<Comparison, 'ours' | 'baseline' | 'runs' | 'cpuRatios' | 'cpuPairRatios'>) =>
+  comparison.cpuPairRatios
+    ? median(comparison.cpuPairRatios)
+    : comparison.cpuRatios.length === comparison.runs
+      ? median(comparison.cpuRatios)
+      : comparison.ours.serverCpuMs !== undefined && comparison.baseline.serverCpuMs !== undefined
+        ? comparison.ours.serverCpuMs / comparison.baseline.serverCpuMs
+        : undefined;
 
-/** The runs' ours / baseline CPU ratios, as "1.02×, 0.98×, …". */
-export const cpuRatiosText = (comparison: Pick<Comparison, 'cpuRatios'>) =>
-  comparison.cpuRatios.map((ratio) => `${ratio.toFixed(2)}×`).join(', ');
+const times = (ratio: number) => `${ratio.toFixed(2)}×`;
+
+/**
+ * The runs' ours / baseline CPU ratios, as "1.02×, 0.98×, …", or by pair of runs when the sides swapped cores:
+ * "1.00× (1.06× / 0.95×), …", the pair's geometric mean with its two runs.
+ */
+export const cpuRatiosText = (comparison: Pick<Comparison, 'cpuRatios' | 'cpuPairRatios'>) =>
+  comparison.cpuPairRatios
+    ? comparison.cpuPairRatios
+        .map(
+          (pair, index) =>
+            `${times(pair)} (${times(comparison.cpuRatios[2 * index]!)} / ${times(comparison.cpuRatios[2 * index + 1]!)})`,
+        )
+        .join(', ')
+    : comparison.cpuRatios.map(times).join(', ');
 
 function failures(figures: Figures): string {
   return figures.failures > 0

@@ -21,7 +21,7 @@ function conventionalRow(scenario: string, throughput: Comparison, cpu: Comparis
     target: `ratio ≥ ${MIN_RATIO} and CPU/request ≤ its`,
     value: `${row.value} (CPU ${ours?.toFixed(3) ?? '?'} vs ${theirs?.toFixed(3) ?? '?'} ms/req, ${ratio?.toFixed(3) ?? '?'}×)`,
     pass: row.pass === true && cpuOk,
-    note: `${row.note ?? ''} CPU per request judged with both loaded at once at ${int(rate)} req/s each: ours / conventional by run ${cpuRatiosText(cpu)}.`,
+    note: `${row.note ?? ''} CPU per request judged with both loaded at once at ${int(rate)} req/s each: ours / conventional by run (or by pair of runs, swapped between cores) ${cpuRatiosText(cpu)}.`,
   };
 }
 

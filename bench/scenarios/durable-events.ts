@@ -71,7 +71,7 @@ export async function runDurableEventsScenario(context: BenchContext): Promise<R
         note:
           `Both processes started together, same settings. Judged: CPU of the web process per request with both loaded ` +
           `at once at ${int(rate)} req/s each: ${cpu(atOnce.ours.serverCpuMs)} with the record vs ${cpu(atOnce.baseline.serverCpuMs)} without` +
-          `${ratio === undefined ? '' : `, ${ratio.toFixed(2)}×, the median of the runs' ratios (${cpuRatiosText(atOnce)})`}. ` +
+          `${ratio === undefined ? '' : `, ${ratio.toFixed(2)}×, the median of the runs' ratios or, swapped between cores, of their pairs' (${cpuRatiosText(atOnce)})`}. ` +
           `At saturation, in turns: ${cpu(ours.serverCpuMs)} vs ${cpu(baseline.serverCpuMs)}` +
           `${cpuRatio(recorded) === undefined ? '' : ` (${cpuRatiosText(recorded)})`}. CPU (% of one core) during ours: ${ours.cpu}.`,
       },

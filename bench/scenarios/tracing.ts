@@ -124,7 +124,7 @@ export async function runTracingScenario(context: BenchContext): Promise<Row[]> 
           : {}),
         note:
           `CPU of the web process per request: ${cpu(on.serverCpuMs)} on vs ${cpu(off.serverCpuMs)} off` +
-          `${cpuRatio === undefined ? '' : `; ${cpuRatio.toFixed(2)}×, the median of the runs' ratios (${cpuRatiosText(comparison)}), both sides loaded at once at ${int(rate)} req/s each`}. ` +
+          `${cpuRatio === undefined ? '' : `; ${cpuRatio.toFixed(2)}×, the median of the runs' ratios or, swapped between cores, of their pairs' (${cpuRatiosText(comparison)}), both sides loaded at once at ${int(rate)} req/s each`}. ` +
           `The sink received ${int(sink.received.requests - exportsBefore.requests)} OTLP exports, ` +
           `${int((sink.received.bytes - exportsBefore.bytes) / 1024)} KiB. CPU (% of one core): ${on.cpu}.`,
       });

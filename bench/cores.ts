@@ -1,0 +1,52 @@
+import { execFileSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+
+/**
+ * The two sides of an at-once comparison, each pinned to a core of its own and swapped between the two every run.
+ * This machine's vCPUs are not alike for long: a fixed loop on each core at once took 75 ms per turn on both for
+ * half a minute, then 75 ms on cpu 0 and 66-70 ms on cpu 1 for the next half (2026-12-06), and a process the
+ * scheduler keeps on the slower core pays that much more per request than its twin for as long. Swapped every
+ * run, each pair of runs puts each side on each core once, and the pair's geometric mean cancels the difference.
+ */
+export class CoreSwap {
+  private constructor(private readonly pids: [number, number]) {}
+
+  /** Both pids, when there are two cores to give them and taskset (util-linux) to do it; else undefined. */
+  static of(ours: number | undefined, baseline: number | undefined): CoreSwap | undefined {
+    if (!ours || !baseline || availableParallelism() < 2) return undefined;
+    try {
+      execFileSync('taskset', ['--version'], { stdio: 'ignore' });
+    } catch {
+      return undefined;
+    }
+    return new CoreSwap([ours, baseline]);
+  }
+
+  /** Ours on core 0 and the baseline on core 1 for even runs, the other way round for odd ones. */
+  place(run: number): void {
+    const [ours, baseline] = this.pids;
+    pin(ours, String(run % 2));
+    pin(baseline, String(1 - (run % 2)));
+  }
+
+  /** Both back on every core. */
+  release(): void {
+    for (const pid of this.pids) pin(pid, `0-${availableParallelism() - 1}`);
+  }
+}
+
+/** Every thread of `pid` on `cpuList`; threads started later inherit it from the thread that starts them. */
+function pin(pid: number, cpuList: string): void {
+  try {
+    execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', cpuList, String(pid)], { stdio: 'ignore' });
+  } catch {
+    // the process has exited: nothing left to place
+  }
+}
+
+/** Geometric means of consecutive runs' ratios (runs 1-2, 3-4, ...): each side once on each core. */
+export function pairedRatios(ratios: number[]): number[] {
+  const pairs: number[] = [];
+  for (let index = 1; index < ratios.length; index += 2) pairs.push(Math.sqrt(ratios[index - 1]! * ratios[index]!));
+  return pairs;
+}
