@@ -1,8 +1,12 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
 
 /**
- * The two sides of an at-once comparison, each pinned to a core of its own and swapped between the two every run.
+ * The two sides of an at-once comparison, each pinned to a core of its own, swapped between the two every run and
+ * traded back and forth within it (alternate).
  * This machine's vCPUs are not alike for long: a fixed loop on each core at once took 75 ms per turn on both for
  * half a minute, then 75 ms on cpu 0 and 66-70 ms on cpu 1 for the next half (2026-12-06), and a process the
  * scheduler keeps on the slower core pays that much more per request than its twin for as long. Swapped every
@@ -29,16 +33,51 @@ export class CoreSwap {
     pin(baseline, String(1 - (run % 2)));
   }
 
+  /**
+   * Swaps the two every `periodMs` from the placement of `run` until the returned function is called, so within
+   * one run each side spends about as long on each core. (Without an even number of swaps a run ends with one
+   * side a period longer on one core; the pair of runs, started the other way round, evens that out.) The pins
+   * are set without blocking the event loop the load generator runs on; a swap still under way skips a tick.
+   */
+  alternate(run: number, periodMs: number): () => Promise<void> {
+    this.place(run);
+    let placement = run % 2;
+    let pending: Promise<void> | undefined;
+    const timer = setInterval(() => {
+      if (pending) return;
+      placement = 1 - placement;
+      const [ours, baseline] = this.pids;
+      pending = Promise.all([pinAsync(ours, String(placement)), pinAsync(baseline, String(1 - placement))]).then(
+        () => (pending = undefined),
+      );
+    }, periodMs);
+    return async () => {
+      clearInterval(timer);
+      await pending;
+    };
+  }
+
   /** Both back on every core. */
   release(): void {
     for (const pid of this.pids) pin(pid, `0-${availableParallelism() - 1}`);
   }
 }
 
+const pinArgs = (pid: number, cpuList: string) => ['--all-tasks', '--cpu-list', '--pid', cpuList, String(pid)];
+
 /** Every thread of `pid` on `cpuList`; threads started later inherit it from the thread that starts them. */
 function pin(pid: number, cpuList: string): void {
   try {
-    execFileSync('taskset', ['--all-tasks', '--cpu-list', '--pid', cpuList, String(pid)], { stdio: 'ignore' });
+    execFileSync('taskset', pinArgs(pid, cpuList), { stdio: 'ignore' });
+  } catch {
+    // the process has exited: nothing left to place
+  }
+}
+
+/** pin, without blocking the event loop (the load generator's). */
+async function pinAsync(pid: number, cpuList: string): Promise<void> {
+  try {
+    await execFileAsync('taskset', pinArgs(pid, cpuList));
   } catch {
     // the process has exited: nothing left to place
   }

@@ -41,7 +41,7 @@ export interface Comparison {
   /** Each run's CPU per request of ours over the baseline's (the two measured next to each other). */
   cpuRatios: number[];
   /**
-   * At once with the sides swapped between cores every run (CoreSwap): each pair of runs' geometric mean of
+   * At once with the sides trading cores within every run (CoreSwap): each pair of runs' geometric mean of
    * cpuRatios, the ratios the comparison is judged on.
    */
   cpuPairRatios?: number[];
@@ -109,10 +109,20 @@ export interface CompareSettings {
    * Both sides loaded at the same time (each at its fixed rate) instead of in turns: the machine's slow and
    * fast spells, which moved one process's CPU per request by 15% between two turns a minute apart, then
    * fall on both alike. Only for comparisons of CPU per request at a fixed rate. Where both targets name their
-   * server, each side has a core of its own, swapped every run (CoreSwap), and the runs are made even.
+   * server, each side has a core of its own, the two traded every CORE_SWAP_PERIOD_MS (CoreSwap), and the runs
+   * are made even.
    */
   together?: boolean;
 }
+
+/**
+ * How often the two sides of an at-once comparison trade cores within a run (CoreSwap.alternate). Swapped only
+ * between runs, an A/A pair (two untraced web processes, create task at 150 req/s each, 2026-12-07) read runs
+ * 0.73/1.04, 0.76/0.97, 0.87/1.02, 0.89/1.11, 1.04/1.21×: one core 15% slower for the whole comparison, its
+ * pairs 0.86-1.12×; swapped every 500 ms within each run, 0.93-1.07× (runs 0.89-1.26×, no side favoured). One
+ * comparison of ten runs each, so a likely gain rather than a proven one; it cannot make a pair worse.
+ */
+const CORE_SWAP_PERIOD_MS = 500;
 
 /**
  * Both sides are warmed up, then measured in alternation (ours, baseline, ours, ...), so drift in
@@ -141,11 +151,15 @@ export async function compare(
       oursTarget.server ? cpuMeter.pidOf(oursTarget.server) : undefined,
       baselineTarget.server ? cpuMeter.pidOf(baselineTarget.server) : undefined,
     );
-    cores?.place(run);
-    return Promise.all([
-      fire(oursTarget, seconds, settings.connections),
-      fire(baselineTarget, seconds, settings.connections),
-    ]);
+    const stopSwapping = cores?.alternate(run, CORE_SWAP_PERIOD_MS);
+    try {
+      return await Promise.all([
+        fire(oursTarget, seconds, settings.connections),
+        fire(baselineTarget, seconds, settings.connections),
+      ]);
+    } finally {
+      await stopSwapping?.();
+    }
   };
   const oursRuns: Figures[] = [];
   const baselineRuns: Figures[] = [];
@@ -175,7 +189,7 @@ export async function compare(
     cores?.release();
   }
   process.stdout.write(
-    `\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}${cores ? '; the two swapped between cores 0 and 1 every run' : ''}\n`,
+    `\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}${cores ? `; the two trading cores 0 and 1 every ${CORE_SWAP_PERIOD_MS} ms` : ''}\n`,
   );
   return {
     ours: medianFigures(oursRuns),
