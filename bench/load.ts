@@ -120,7 +120,7 @@ export interface CompareSettings {
  * between runs, an A/A pair (two untraced web processes, create task at 150 req/s each, 2026-12-07) read runs
  * 0.73/1.04, 0.76/0.97, 0.87/1.02, 0.89/1.11, 1.04/1.21×: one core 15% slower for the whole comparison, its
  * pairs 0.86-1.12×; swapped every 500 ms within each run, 0.93-1.07× (runs 0.89-1.26×, no side favoured). One
- * comparison of ten runs each, so a likely gain rather than a proven one; it cannot make a pair worse.
+ * comparison of ten runs each, so a likely gain rather than a proven one.
  */
 const CORE_SWAP_PERIOD_MS = 500;
 
