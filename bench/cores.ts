@@ -26,30 +26,26 @@ export class CoreSwap {
     return new CoreSwap([ours, baseline]);
   }
 
-  /** Ours on core 0 and the baseline on core 1 for even runs, the other way round for odd ones. */
-  place(run: number): void {
+  /** Ours on core `placement` (0 or 1) and the baseline on the other. */
+  private place(placement: number): Promise<void> {
     const [ours, baseline] = this.pids;
-    pin(ours, String(run % 2));
-    pin(baseline, String(1 - (run % 2)));
+    return Promise.all([pin(ours, String(placement)), pin(baseline, String(1 - placement))]).then(() => {});
   }
 
   /**
-   * Swaps the two every `periodMs` from the placement of `run` until the returned function is called, so within
-   * one run each side spends about as long on each core. (Without an even number of swaps a run ends with one
-   * side a period longer on one core; the pair of runs, started the other way round, evens that out.) The pins
-   * are set without blocking the event loop the load generator runs on; a swap still under way skips a tick.
+   * Ours on core 0 for even runs and on core 1 for odd ones, then the two swapped every `periodMs` until the
+   * returned function is called, so within one run each side spends about as long on each core. (Without an even
+   * number of swaps a run ends with one side a period longer on one core; the pair of runs, started the other way
+   * round, evens that out.) A swap still under way skips a tick.
    */
-  alternate(run: number, periodMs: number): () => Promise<void> {
-    this.place(run);
+  async alternate(run: number, periodMs: number): Promise<() => Promise<void>> {
     let placement = run % 2;
+    await this.place(placement);
     let pending: Promise<void> | undefined;
     const timer = setInterval(() => {
       if (pending) return;
       placement = 1 - placement;
-      const [ours, baseline] = this.pids;
-      pending = Promise.all([pinAsync(ours, String(placement)), pinAsync(baseline, String(1 - placement))]).then(
-        () => (pending = undefined),
-      );
+      pending = this.place(placement).then(() => (pending = undefined));
     }, periodMs);
     return async () => {
       clearInterval(timer);
@@ -58,26 +54,18 @@ export class CoreSwap {
   }
 
   /** Both back on every core. */
-  release(): void {
-    for (const pid of this.pids) pin(pid, `0-${availableParallelism() - 1}`);
+  async release(): Promise<void> {
+    await Promise.all(this.pids.map((pid) => pin(pid, `0-${availableParallelism() - 1}`)));
   }
 }
 
-const pinArgs = (pid: number, cpuList: string) => ['--all-tasks', '--cpu-list', '--pid', cpuList, String(pid)];
-
-/** Every thread of `pid` on `cpuList`; threads started later inherit it from the thread that starts them. */
-function pin(pid: number, cpuList: string): void {
+/**
+ * Every thread of `pid` on `cpuList`; threads started later inherit it from the thread that starts them. Without
+ * blocking the event loop the load generator runs on.
+ */
+async function pin(pid: number, cpuList: string): Promise<void> {
   try {
-    execFileSync('taskset', pinArgs(pid, cpuList), { stdio: 'ignore' });
-  } catch {
-    // the process has exited: nothing left to place
-  }
-}
-
-/** pin, without blocking the event loop (the load generator's). */
-async function pinAsync(pid: number, cpuList: string): Promise<void> {
-  try {
-    await execFileAsync('taskset', pinArgs(pid, cpuList));
+    await execFileAsync('taskset', ['--all-tasks', '--cpu-list', '--pid', cpuList, String(pid)]);
   } catch {
     // the process has exited: nothing left to place
   }

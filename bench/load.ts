@@ -151,7 +151,7 @@ export async function compare(
       oursTarget.server ? cpuMeter.pidOf(oursTarget.server) : undefined,
       baselineTarget.server ? cpuMeter.pidOf(baselineTarget.server) : undefined,
     );
-    const stopSwapping = cores?.alternate(run, CORE_SWAP_PERIOD_MS);
+    const stopSwapping = await cores?.alternate(run, CORE_SWAP_PERIOD_MS);
     try {
       return await Promise.all([
         fire(oursTarget, seconds, settings.connections),
@@ -186,7 +186,7 @@ export async function compare(
       );
     }
   } finally {
-    cores?.release();
+    await cores?.release();
   }
   process.stdout.write(
     `\n    CPU ours: ${oursLast?.cpu}; baseline: ${baselineLast?.cpu}${cores ? `; the two trading cores 0 and 1 every ${CORE_SWAP_PERIOD_MS} ms` : ''}\n`,
