@@ -79,9 +79,6 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
   const fanOut = startWorker(
     'hook-fanout',
     progress.track(async (event, job, alongside) => {
-      // The attempts' records are awaited with the event's progress record (one batch write's wait).
-      const recordAttempt = async (record: AttemptRecord) => alongside(deliveryDeps.deliveries.recordAttempt(record));
-      const fanOutDeps: DeliveryDeps = { ...deliveryDeps, deliveries: { ...deliveryDeps.deliveries, recordAttempt } };
       const hooks = await fanOutEvent(event, {
         hooks: repos.hooks,
         // A move's batch is the publisher's own job of each of its events (see claimFanOut).
@@ -95,8 +92,9 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
           try {
             result = await deliverWebhook(
               data,
-              { jobId, attempt: 1, hook, answered: (delivered) => permit.done(delivered) },
-              fanOutDeps,
+              // The attempt's record is awaited with the event's progress record (one batch write's wait).
+              { jobId, attempt: 1, hook, answered: (delivered) => permit.done(delivered), alongside },
+              deliveryDeps,
             );
           } finally {
             permit.done(result?.outcome === 'delivered');

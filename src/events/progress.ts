@@ -1,7 +1,8 @@
-import pLimit, { type LimitFunction } from 'p-limit';
 import { Coalescer } from '../shared/coalesce.js';
 import { isEventBatch, REPUBLISHED_JOB, type EventJobData } from '../shared/queues.js';
+import { Slots } from '../shared/slots.js';
 import { inEventTrace } from '../telemetry/events.js';
+import { tracingStarted } from '../telemetry/state.js';
 import type { EventEnvelope } from './envelope.js';
 import type { EventConsumer, EventsRepository } from './repository.js';
 import type { Job } from 'bullmq';
@@ -50,9 +51,10 @@ export type EventProcessor<R> = (
  */
 export class ConsumerProgress {
   private readonly finished: Coalescer<EventEnvelope>;
-  private readonly limit: LimitFunction;
+  /** Events being processed (the consumer's concurrency). */
+  private readonly running: Slots;
   /** Events processed or waiting for their records (RECORDS_WAITING_PER_SLOT per slot): see runEvent. */
-  private readonly unrecorded: LimitFunction;
+  private readonly unrecorded: Slots;
 
   constructor(
     private readonly consumer: EventConsumer,
@@ -62,8 +64,8 @@ export class ConsumerProgress {
     this.finished = new Coalescer((events) => eventStore.recordFinished(events.map((event) => ({ event, consumer }))), {
       minIntervalMs: options.minIntervalMs ?? WORKER_RECORD_INTERVAL_MS,
     });
-    this.limit = pLimit(options.concurrency);
-    this.unrecorded = pLimit(options.concurrency * RECORDS_WAITING_PER_SLOT);
+    this.running = new Slots(options.concurrency);
+    this.unrecorded = new Slots(options.concurrency * RECORDS_WAITING_PER_SLOT);
   }
 
   /**
@@ -87,8 +89,11 @@ export class ConsumerProgress {
         const unfinished = await this.eventStore.unfinishedAmong(this.consumer, events);
         events = events.filter((event) => unfinished.has(event.event_id));
       }
+      const traced = tracingStarted();
       const outcomes = await Promise.allSettled(
-        events.map((event) => this.runEvent(event, job, (...args) => inEventTrace(event, () => process(...args)))),
+        events.map((event) =>
+          this.runEvent(event, job, traced ? (...args) => inEventTrace(event, () => process(...args)) : process),
+        ),
       );
       const failure = outcomes.find((outcome) => outcome.status === 'rejected');
       if (failure) throw failure.reason;
@@ -109,22 +114,39 @@ export class ConsumerProgress {
    * at 10 ms, 1,950/s at 25 ms, whatever the machine had to spare. How many events may wait for their records
    * is bounded too (RECORDS_WAITING_PER_SLOT).
    */
-  private runEvent<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
-    return this.unrecorded(() => this.runAndRecord(event, job, process));
+  private async runEvent<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
+    // Most events find both slots free: no promise is made for either (see Slots).
+    const waitingToRecord = this.unrecorded.take();
+    if (waitingToRecord) await waitingToRecord;
+    try {
+      return await this.runAndRecord(event, job, process);
+    } finally {
+      this.unrecorded.release();
+    }
   }
 
   private async runAndRecord<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
-    const writes: Promise<void>[] = [];
+    // Usually one write (the attempt's record): kept as is, an array only for more.
+    let writes: Promise<void> | Promise<void>[] | undefined;
     const alongside = (write: Promise<void>) => {
       write.catch(() => {}); // awaited below; a failure before then is not an unhandled rejection
-      writes.push(write);
+      if (writes === undefined) writes = write;
+      else if (Array.isArray(writes)) writes.push(write);
+      else writes = [writes, write];
     };
     try {
-      const result = await this.limit(() => process(event, job, alongside));
+      const waitingToRun = this.running.take();
+      if (waitingToRun) await waitingToRun;
+      let result: R;
+      try {
+        result = await process(event, job, alongside);
+      } finally {
+        this.running.release();
+      }
       // Finished only once what it wrote is stored: a failed attempt's retry is scheduled in its record, and a
       // finished event is not run again. Marked alongside, an attempt whose write failed left the retry in
       // Redis alone (the job's retry skips a finished event), to be lost with it.
-      await Promise.all(writes);
+      if (writes !== undefined) await (Array.isArray(writes) ? Promise.all(writes) : writes);
       await this.finished.add(event);
       return result;
     } catch (error) {

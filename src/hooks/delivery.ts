@@ -48,6 +48,11 @@ export interface DeliveryContext {
    * bookkeeping after them. `delivered`: a 2xx.
    */
   answered?: (delivered: boolean) => void;
+  /**
+   * Takes the attempt's record write instead of waiting for it here: the fan-out's progress waits for it with
+   * the event's own record (ConsumerProgress). Without, the delivery waits for its record itself.
+   */
+  alongside?: (write: Promise<void>) => void;
 }
 
 async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: DeliveryDeps): Promise<Target | string> {
@@ -153,7 +158,7 @@ export async function deliverWebhook(
   }
 
   const error: DeliveryError | null = result.kind === 'error' ? result.error : succeeded ? null : 'http_status';
-  await deps.deliveries.recordAttempt({
+  const recorded = deps.deliveries.recordAttempt({
     key: target.key,
     target: target.owner,
     event,
@@ -169,6 +174,8 @@ export async function deliverWebhook(
     },
     job: { id: context.jobId, target: job.target },
   });
+  if (context.alongside) context.alongside(recorded);
+  else await recorded;
   const level = succeeded ? 'info' : 'warn';
   if (log.isLevelEnabled(level)) {
     log[level](
