@@ -47,7 +47,7 @@ export interface BenchOptions {
   route?: string;
   /**
    * `--profile`: every measured process under --cpu-prof, their top self-time functions printed at the end.
-   * `--profile=perf`: with --perf-basic-prof instead, for `perf record` (bench/perf-diff.ts compares two).
+   * `--profile=perf`: with V8's jitdump (--perf-prof) instead, for `perf record -k mono` (bench/perf-diff.ts compares two).
    */
   profile?: 'v8' | 'perf';
   groups: Set<ScenarioGroup>;

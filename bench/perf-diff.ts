@@ -1,15 +1,28 @@
-// Where one process spends more CPU than another, from two `perf record -e cpu-clock -g -p PID -o FILE` recordings
-// of the same window (processes started by `npm run bench -- --profile=perf`, so JavaScript frames have names).
-// Standalone: `npx tsx bench/perf-diff.ts OURS.data BASELINE.data [TOP]`. Both serve the same requests in the
-// window (the tracing comparison's two sides loaded at once), so sample counts compare as CPU per request.
+// Where one process spends more CPU than another, from two `perf record -k mono -e cpu-clock -g -p PID -o FILE`
+// recordings of the same window (processes started by `npm run bench -- --profile=perf`, which writes V8's jitdump:
+// JavaScript frames are named by `perf inject --jit`, run here first). Standalone: `npx tsx bench/perf-diff.ts
+// OURS.data BASELINE.data [TOP]`. Both serve the same requests in the window (the tracing comparison's two sides
+// loaded at once), so sample counts compare as CPU per request.
 import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /** One sample's frames, leaf first; JavaScript frames without perf's `JS:*` / `JS:~` prefixes. */
 type Stack = string[];
 
+/**
+ * The recording with its JavaScript frames named from the jitdump (FILE.jit beside it, made once). The jitdump
+ * records when each piece of code lived where, so a sample never takes the name of code that lived at its address
+ * earlier, as it could with `--perf-basic-prof`'s map (docs/benchmarks.md).
+ */
+function injected(file: string): string {
+  const named = `${file}.jit`;
+  if (!existsSync(named)) execFileSync('perf', ['inject', '--jit', '-i', file, '-o', named], { stdio: 'ignore' });
+  return named;
+}
+
 function stacksOf(file: string): Stack[] {
-  const script = execFileSync('perf', ['script', '-i', file, '-F', 'ip,sym'], {
+  const script = execFileSync('perf', ['script', '-i', injected(file), '-F', 'ip,sym'], {
     encoding: 'utf8',
     maxBuffer: 1 << 30,
     stdio: ['ignore', 'pipe', 'ignore'],

@@ -61,11 +61,12 @@ async function startStandin(children: Children, nodeArgs: string[]): Promise<{ u
 
 /**
  * `--cpu-prof` into <outDir>/<name>/ when profiling (one directory per process; tsx's loader thread writes a
- * second file). `--profile=perf` instead writes /tmp/perf-PID.map for `perf record -e cpu-clock -g -p PID` to
- * name JavaScript functions: perf counts CPU, where `--cpu-prof` counts wall time (docs/benchmarks.md).
+ * second file). `--profile=perf` instead writes V8's jitdump (jit-PID.dump in the working directory) for `perf record
+ * -k mono -e cpu-clock -g -p PID` and `perf inject --jit` (bench/perf-diff.ts runs it) to name JavaScript functions, also
+ * in interpreted frames: perf counts CPU, where `--cpu-prof` counts wall time (docs/benchmarks.md).
  */
 export function profileArgs(options: BenchOptions, name: string): string[] {
-  if (options.profile === 'perf') return ['--perf-basic-prof'];
+  if (options.profile === 'perf') return ['--perf-prof', '--interpreted-frames-native-stack'];
   if (options.profile !== 'v8') return [];
   const dir = join(options.outDir, name);
   mkdirSync(dir, { recursive: true });
