@@ -58,3 +58,24 @@ describe('a delivery attempt and the hook in-flight limit', () => {
     second!.done(true);
   });
 });
+
+describe("a delivery attempt's record", () => {
+  it('is handed to `alongside` when given (the fan-out waits for it with the event), not waited for here', async () => {
+    const recording = new Promise<void>(() => {}); // never written: the delivery must not wait for it
+    const deps = {
+      deliveries: { recordAttempt: () => recording },
+      send: async () => ({ kind: 'response', statusCode: 200, durationMs: 1, body: '' }),
+      retry: retryPolicyFrom({ HOOK_MAX_ATTEMPTS: 8 }),
+      logger: pino({ level: 'silent' }),
+    } as unknown as DeliveryDeps;
+    const handed: Promise<void>[] = [];
+    const event = buildEvent('task.created', hook.company_id, { task_id: 'tsk_2' });
+    const outcome = await deliverWebhook(
+      { event, target: { kind: 'hook', hook_id: hook._id } },
+      { jobId: 'job_2', attempt: 1, hook, alongside: (write) => handed.push(write) },
+      deps,
+    );
+    expect(outcome).toEqual({ outcome: 'delivered' });
+    expect(handed).toEqual([recording]);
+  });
+});
