@@ -27,9 +27,9 @@ export class CoreSwap {
   }
 
   /** Ours on core `placement` (0 or 1) and the baseline on the other. */
-  private place(placement: number): Promise<void> {
+  private async place(placement: number): Promise<void> {
     const [ours, baseline] = this.pids;
-    return Promise.all([pin(ours, String(placement)), pin(baseline, String(1 - placement))]).then(() => {});
+    await Promise.all([pin(ours, String(placement)), pin(baseline, String(1 - placement))]);
   }
 
   /**

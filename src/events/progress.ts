@@ -126,13 +126,10 @@ export class ConsumerProgress {
   }
 
   private async runAndRecord<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
-    // Usually one write (the attempt's record): kept as is, an array only for more.
-    let writes: Promise<void> | Promise<void>[] | undefined;
+    const writes: Promise<void>[] = [];
     const alongside = (write: Promise<void>) => {
       write.catch(() => {}); // awaited below; a failure before then is not an unhandled rejection
-      if (writes === undefined) writes = write;
-      else if (Array.isArray(writes)) writes.push(write);
-      else writes = [writes, write];
+      writes.push(write);
     };
     try {
       const waitingToRun = this.running.take();
@@ -146,7 +143,9 @@ export class ConsumerProgress {
       // Finished only once what it wrote is stored: a failed attempt's retry is scheduled in its record, and a
       // finished event is not run again. Marked alongside, an attempt whose write failed left the retry in
       // Redis alone (the job's retry skips a finished event), to be lost with it.
-      if (writes !== undefined) await (Array.isArray(writes) ? Promise.all(writes) : writes);
+      // Usually one write (the attempt's record): awaited as it is, without a Promise.all around it.
+      if (writes.length === 1) await writes[0];
+      else if (writes.length > 1) await Promise.all(writes);
       await this.finished.add(event);
       return result;
     } catch (error) {

@@ -25,7 +25,7 @@ export class Slots {
     else this.taken--;
   }
 
-  /** Slots taken now (for tests and metrics). */
+  /** Slots taken now (its tests read it). */
   get inUse(): number {
     return this.taken;
   }
