@@ -4,4 +4,4 @@
 // imports (same compiled file), so the server's publisher gets the no-op.
 import { EventsRepository } from '../src/events/repository.js';
 
-EventsRepository.prototype.record = async () => new Set<string>();
+EventsRepository.prototype.record = async () => {};

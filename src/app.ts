@@ -175,6 +175,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    services.feedWaiters.close(); // a feed request waiting for events answers now
   });
   app.addHook('onSend', (request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');

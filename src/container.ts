@@ -2,6 +2,8 @@ import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
 import { EventFeed } from './events/feed.js';
+import { FeedWaiters } from './events/feed-waiters.js';
+import { SequencerStore } from './events/sequencer-store.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { HooksService } from './hooks/service.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
@@ -57,6 +59,8 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
   const cursors = lazyCursorCodec(db);
   const targetGuard = new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver);
   const authenticator = new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access);
+  const sequences = new SequencerStore(db);
+  const feedWaiters = new FeedWaiters(changes.events, (companyIds) => sequences.readableOfMany(companyIds));
   const services = {
     publisher,
     /** This process's change feeds (tests wait on `live`). */
@@ -65,7 +69,14 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     targetGuard,
     authenticator,
     pipelines: new PipelinesService(repos.pipelines),
-    eventFeed: new EventFeed({ events: repos.events, cursors }),
+    feedWaiters,
+    eventFeed: new EventFeed({
+      events: repos.events,
+      sequences,
+      cursors,
+      waiters: feedWaiters,
+      keyOfCompany: async (companyId, keyId) => (await repos.apiKeys.findById(companyId, keyId)) !== null,
+    }),
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),
     apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator }),
@@ -96,7 +107,10 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     repos,
     services,
     /** Stops the change feeds; the queues, the publisher and the connections belong to the caller. */
-    close: () => changes.close(),
+    close: () => {
+      feedWaiters.close();
+      changes.close();
+    },
   };
 }
 

@@ -62,7 +62,7 @@ function taskCreatedEvent(tenant: Tenant, index: number): EventEnvelope {
     revision: 1,
     overdue_fired_for: null,
   });
-  return buildEvent('task.created', tenant.companyId, task, { occurredAt: now });
+  return buildEvent('task.created', tenant.companyId, task, { actor: { type: 'system' }, occurredAt: now });
 }
 
 /** Queue of either worker: ours takes the publisher's batches, the bare one single events. */

@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
 import { EXACT_TTL } from '../shared/lru.js';
 import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
+import type { EventActor } from '../events/envelope.js';
 import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
@@ -13,13 +14,15 @@ export interface AuthContext {
   /** The user who created the key: `created_by` of records written with it, default `assigned_to`. */
   userId: string;
   scopes: ReadonlySet<Scope>;
+  /** The actor of the events this key's requests cause. */
+  cause: EventActor;
 }
 
 /**
  * Who a service call acts for, one name everywhere: the company every read and write is scoped to and
  * the user records are written by (an API key's creator, or an automation's owner).
  */
-export type Actor = Pick<AuthContext, 'companyId' | 'userId'>;
+export type Actor = Pick<AuthContext, 'companyId' | 'userId' | 'cause'>;
 
 interface CachedKey {
   key: ApiKeyDoc;
@@ -107,7 +110,13 @@ export class ApiKeyAuthenticator {
     // Unknown keys are not cached: a key created a moment ago must work at once. The cache is keyed
     // by this same hash, so the constant-time comparison is needed here only.
     if (!key || !hashesEqual(key.key_hash, hash)) return undefined;
-    const context = { companyId: key.company_id, keyId: key._id, userId: key.created_by, scopes: new Set(key.scopes) };
+    const context = {
+      companyId: key.company_id,
+      keyId: key._id,
+      userId: key.created_by,
+      scopes: new Set(key.scopes),
+      cause: { type: 'api_key' as const, id: key._id },
+    };
     const entry = { key, company: await this.companies.findById(key.company_id), context };
     this.cache.set(hash, entry);
     return entry;

@@ -41,7 +41,11 @@ async function runAction(
 ): Promise<void> {
   const task = event.data;
   const depth = (event.depth ?? 0) + 1;
-  const actor = { companyId: event.company_id, userId: task.created_by };
+  const actor = {
+    companyId: event.company_id,
+    userId: task.created_by,
+    cause: { type: 'automation' as const, id: automation._id },
+  };
   switch (action.type) {
     case 'webhook':
       await deps.enqueueDelivery(

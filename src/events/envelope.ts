@@ -29,6 +29,30 @@ export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export type Changes = Record<string, { from: unknown; to: unknown }>;
 
 /**
+ * What caused an event (DECISIONS.md section 13.1): an API key of the external API, an automation's
+ * action, the admin API, or time (`task.overdue`). Lets a two-way sync leave out its own echo.
+ */
+export type EventActor =
+  | { type: 'api_key'; id: string }
+  | { type: 'automation'; id: string }
+  | { type: 'admin' }
+  | { type: 'system' };
+
+export const SYSTEM_ACTOR: EventActor = { type: 'system' };
+export const ADMIN_ACTOR: EventActor = { type: 'admin' };
+
+export const eventActorSchema = z
+  .object({
+    type: z.enum(['api_key', 'automation', 'admin', 'system']),
+    id: z.string().optional().describe('The key_id (api_key) or automation_id (automation)'),
+  })
+  .meta({
+    id: 'EventActor',
+    description: 'What caused the event: an API key, an automation, the admin API, or time (task.overdue)',
+    example: { type: 'api_key', id: 'key_6740b7a1c2d3e4f5a6b7c8d3' },
+  });
+
+/**
  * The envelope every consumer (automations, hooks) receives (DECISIONS.md section 9). `depth` and the
  * trace context (`traceparent`, `tracestate`: where the event was recorded, when tracing) are internal:
  * publicEnvelope drops them from what receivers and the feed get.
@@ -38,6 +62,12 @@ export interface EventEnvelope extends EventTraceContext {
   type: EventType;
   company_id: string;
   occurred_at: string;
+  /**
+   * The company's position of the event in the feed (DECISIONS.md section 13.1), assigned by the
+   * sequencer when the event becomes readable; absent until then (never on what consumers receive).
+   */
+  sequence?: number;
+  actor: EventActor;
   data: Record<string, unknown>;
   changes?: Changes;
   /** How many automations led to this event; automations stop at MAX_AUTOMATION_DEPTH. */
@@ -61,22 +91,33 @@ export const eventEnvelopeSchema = z
     type: z.enum(EVENT_TYPES),
     company_id: z.string(),
     occurred_at: z.string(),
+    sequence: z.number().int().describe('The event\'s position in its company\'s feed, strictly increasing (gaps allowed)'),
+    actor: eventActorSchema,
     data: z.record(z.string(), z.unknown()),
     changes: z.record(z.string(), z.object({ from: z.unknown(), to: z.unknown() })).optional(),
   })
   .meta({ id: 'Event' });
 
+export interface EventOptions {
+  actor: EventActor;
+  changes?: Changes;
+  depth?: number;
+  occurredAt?: Date;
+}
+
+/** The low-level builder (product code builds company events with buildCompanyEvent, which needs the actor). */
 export function buildEvent(
   type: EventType,
   companyId: string,
   data: Record<string, unknown>,
-  options: { changes?: Changes; depth?: number; occurredAt?: Date } = {},
+  options: Partial<EventOptions> = {},
 ): EventEnvelope {
   return {
     event_id: newId('event'),
     type,
     company_id: companyId,
     occurred_at: (options.occurredAt ?? new Date()).toISOString(),
+    actor: options.actor ?? SYSTEM_ACTOR,
     data,
     ...(options.changes ? { changes: options.changes } : {}),
     ...(options.depth ? { depth: options.depth } : {}),

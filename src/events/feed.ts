@@ -1,9 +1,11 @@
-import { InsufficientScopeError, NotFoundError } from '../shared/errors.js';
-import { pageOf, type CursorCodec } from '../shared/pagination.js';
+import { InsufficientScopeError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { EVENT_TYPES, type EventType } from './envelope.js';
 import { toFeedEvent, type FeedEvent, type ListEventsQuery } from './schemas.js';
 import type { AuthContext } from '../auth/authenticator.js';
+import type { CursorCodec } from '../shared/pagination.js';
+import type { FeedWaiters } from './feed-waiters.js';
 import type { EventsRepository } from './repository.js';
+import type { SequencerStore } from './sequencer-store.js';
 
 /** Which scope shows which events (DECISIONS.md section 12.1). */
 function scopeOf(type: EventType): 'tasks:read' | 'items:read' {
@@ -17,38 +19,66 @@ export function visibleTypes(auth: Pick<AuthContext, 'scopes'>): EventType[] {
   return visible;
 }
 
-/** The events feed: the company's events, oldest first, keyset-paged; what a key's scopes show. */
-export class EventFeed {
-  constructor(private readonly deps: { events: EventsRepository; cursors: () => Promise<CursorCodec> }) {}
+export interface EventFeedDeps {
+  events: Pick<EventsRepository, 'list' | 'findById'>;
+  sequences: Pick<SequencerStore, 'readableOf'>;
+  cursors: () => Promise<CursorCodec>;
+  /** Whether the key is one of the company's (exclude_actor names a key of the caller's company). */
+  keyOfCompany(companyId: string, keyId: string): Promise<boolean>;
+  waiters: FeedWaiters;
+}
 
-  async list(auth: AuthContext, query: ListEventsQuery): Promise<{ events: FeedEvent[]; nextCursor?: string }> {
+/**
+ * The events feed (DECISIONS.md section 13.1): the company's events in sequence order, read forward
+ * from a position. Every answer carries the position after what it returned (the same one when it
+ * returned nothing), so a client resumes exactly where it stopped; with `wait`, an answer that would
+ * be empty waits for the company's next readable events.
+ */
+export class EventFeed {
+  constructor(private readonly deps: EventFeedDeps) {}
+
+  async list(
+    auth: AuthContext,
+    query: ListEventsQuery,
+    signal?: AbortSignal,
+  ): Promise<{ events: FeedEvent[]; nextCursor: string }> {
     const visible = visibleTypes(auth);
     const hidden = query.type?.find((type) => !visible.includes(type));
     if (hidden) throw new InsufficientScopeError(scopeOf(hidden));
     const types = query.type ?? visible;
-    const { cursor: rawCursor, limit, ...filter } = query;
+    const { cursor: rawCursor, limit, after, wait, ...filter } = query;
+    if (filter.exclude_actor !== undefined && !(await this.deps.keyOfCompany(auth.companyId, filter.exclude_actor)))
+      throw ValidationError.single('exclude_actor', 'is not an API key of this company');
     const codec = await this.deps.cursors();
     // A cursor is only valid for the company, filters and visible types it was issued for.
-    const scope = `events:${auth.companyId}:${JSON.stringify({ ...filter, types })}`;
-    const cursor = rawCursor ? codec.decode(rawCursor, scope) : undefined;
-    const rows = await this.deps.events.list(
-      auth.companyId,
-      {
-        types,
-        occurredAfter: query.occurred_after,
-        occurredBefore: query.occurred_before,
-        resourceId: query.resource_id,
-      },
-      limit + 1,
-      cursor ? { occurredAt: new Date(cursor.value), id: cursor.id } : undefined,
-    );
-    const page = pageOf(
-      rows,
-      limit,
-      (row) => row.occurred_at,
-      (value, id) => codec.encode({ scope, value, id }),
-    );
-    return { events: page.rows.map((row) => toFeedEvent(row.event)), nextCursor: page.nextCursor };
+    const scope = `feed:${auth.companyId}:${JSON.stringify({ ...filter, types })}`;
+    let position = rawCursor ? codec.decode(rawCursor, scope).value : (after ?? 0);
+    if (!Number.isSafeInteger(position) || position < 0) position = 0;
+    const feedFilter = {
+      types,
+      occurredAfter: query.occurred_after,
+      occurredBefore: query.occurred_before,
+      resourceId: query.resource_id,
+      excludeActor: query.exclude_actor,
+    };
+    const deadline = Date.now() + wait * 1_000;
+    for (;;) {
+      const readable = await this.deps.sequences.readableOf(auth.companyId);
+      const rows =
+        readable > position
+          ? await this.deps.events.list(auth.companyId, feedFilter, limit, { afterSequence: position, readable })
+          : [];
+      const remaining = deadline - Date.now();
+      if (rows.length > 0 || remaining <= 0 || signal?.aborted) {
+        const last = rows.at(-1)?.sequence ?? position;
+        return {
+          events: rows.map((row) => toFeedEvent(row.event, row.sequence)),
+          nextCursor: codec.encode({ scope, value: last, id: '' }),
+        };
+      }
+      // Woken when the sequencer makes more of the company's events readable; then read again.
+      await this.deps.waiters.wait(auth.companyId, readable, remaining, signal);
+    }
   }
 
   async get(auth: AuthContext, eventId: string): Promise<FeedEvent> {

@@ -3,11 +3,12 @@ import { buildCompanyEvent, isTaskEvent, typedEvent } from './kinds.js';
 import type { ItemResponse } from '../items/schemas.js';
 import type { TaskResponse } from '../tasks/schemas.js';
 
+const SYSTEM = { actor: { type: 'system' as const } };
 const task = { task_id: 'tsk_1', created_by: 'usr_1' } as TaskResponse;
 
 describe('company events typed by kind', () => {
   it("a consumer that checks the type gets data as that type's resource", () => {
-    const event = typedEvent(buildCompanyEvent('task.updated', 'cmp_1', task));
+    const event = typedEvent(buildCompanyEvent('task.updated', 'cmp_1', task, SYSTEM));
     expect(isTaskEvent(event)).toBe(true);
     if (isTaskEvent(event)) expectTypeOf(event.data).toEqualTypeOf<TaskResponse>();
     if (event.type === 'item.deleted') expectTypeOf(event.data).toEqualTypeOf<ItemResponse>();
@@ -15,9 +16,9 @@ describe('company events typed by kind', () => {
   });
 
   it('an item event is not a task event', () => {
-    const event = typedEvent(buildCompanyEvent('item.created', 'cmp_1', { item_id: 'itm_1' } as ItemResponse));
+    const event = typedEvent(buildCompanyEvent('item.created', 'cmp_1', { item_id: 'itm_1' } as ItemResponse, SYSTEM));
     expect(isTaskEvent(event)).toBe(false);
     // @ts-expect-error a task event's data must be a task
-    buildCompanyEvent('task.created', 'cmp_1', { item_id: 'itm_1' } as ItemResponse);
+    buildCompanyEvent('task.created', 'cmp_1', { item_id: 'itm_1' } as ItemResponse, SYSTEM);
   });
 });

@@ -1,4 +1,4 @@
-import { buildEvent, type Changes, type EventEnvelope, type EventType } from './envelope.js';
+import { buildEvent, type EventEnvelope, type EventOptions, type EventType } from './envelope.js';
 import type { ItemResponse } from '../items/schemas.js';
 import type { TaskResponse } from '../tasks/schemas.js';
 
@@ -22,7 +22,7 @@ export function buildCompanyEvent<T extends EventType>(
   type: T,
   companyId: string,
   data: EventDataOf<T>,
-  options: { changes?: Changes; depth?: number; occurredAt?: Date } = {},
+  options: EventOptions,
 ): EventOf<T> {
   return buildEvent(type, companyId, data, options) as EventOf<T>;
 }

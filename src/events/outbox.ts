@@ -94,8 +94,8 @@ export function outboxOnUpdate(events: EventEnvelope[]) {
 }
 
 /**
- * Moves documents' pending events to the events collection without publishing them (the relay
- * publishes everything `unqueued`). Used when Redis is away and by the outbox cap above.
+ * Moves documents' pending events to the events collection (the sequencer takes them from there).
+ * Used by the outbox cap above.
  */
 export async function moveOutboxes(
   collection: Collection<Document>,
@@ -108,7 +108,7 @@ export async function moveOutboxes(
     events: (doc.pending_events ?? []) as EventEnvelope[],
   }));
   const events = moved.flatMap((entry) => entry.events);
-  await eventStore.record(events, { queued: false });
+  await eventStore.record(events);
   await clearPublished(
     collection,
     moved.map(({ documentId, companyId, events: published }) => ({

@@ -10,15 +10,16 @@ const UNQUEUED_BATCH = 500;
 export interface RelayPass {
   /** Events moved from document outboxes to `events`. */
   moved: number;
-  /** Events handed to the queues (moved ones and ones that waited in `events`). */
+  /** Sequenced events handed to the queues after they waited in `events` (Redis was away when sequenced). */
   queued: number;
 }
 
 /**
  * One relay pass. First every document outbox is emptied into `events`, in bounded batches, whether
- * or not Redis answers (so no outbox grows while Redis is away); then, while Redis answers, the events
- * no queue has taken yet are queued. Safe to run in several processes at once: recording an event
- * twice keeps the first, and jobId = event_id makes a double publish a no-op.
+ * or not Redis answers (so no outbox grows while Redis is away; the sequencer takes them from there);
+ * then, while Redis answers, the sequenced events no queue has taken yet are queued. Safe to run in
+ * several processes at once: recording an event twice keeps the first, and jobId = event_id makes a
+ * double publish a no-op.
  */
 export async function relayPendingEvents(db: Db, publisher: QueueEventPublisher, logger: Logger): Promise<RelayPass> {
   const pass: RelayPass = { moved: 0, queued: 0 };
@@ -32,7 +33,7 @@ export async function relayPendingEvents(db: Db, publisher: QueueEventPublisher,
         events: (doc.pending_events ?? []) as EventEnvelope[],
       }));
       const count = documents.reduce((sum, document) => sum + document.events.length, 0);
-      if (await publisher.publishAndClear(collection, documents)) pass.queued += count;
+      await publisher.publishAndClear(collection, documents);
       pass.moved += count;
       if (pending.length < BATCH) break;
     }

@@ -14,7 +14,9 @@ export const DEFAULT_RETENTION_DAYS = 30;
 /**
  * One event, kept for EVENTS_RETENTION_DAYS (DECISIONS.md section 12.1): MongoDB is its durable home,
  * the queues only schedule the work. `pending` lists the consumers that have not finished it, so
- * "unfinished" is an indexed query; `unqueued` marks an event no queue has been given yet.
+ * "unfinished" is an indexed query; `unqueued` marks an event no queue has been given yet;
+ * `unsequenced` one the sequencer has not yet given its place in the feed (`sequence`): until then it
+ * is not readable and no queue gets it (docs/events.md, "The change feed").
  */
 export interface EventDoc {
   /** The event_id. */
@@ -28,7 +30,10 @@ export interface EventDoc {
   event: EventEnvelope;
   pending: EventConsumer[];
   unqueued?: true;
-  /** The job id of the batch the web process published the event in (both event queues), if it did. */
+  unsequenced?: true;
+  /** The company's feed position (also in `event.sequence`), once the sequencer assigned it. */
+  sequence?: number;
+  /** The job id of the batch the sequencer published the event in (both event queues), if it did. */
   publish_job?: string;
   recorded_at: Date;
   /** occurred_at + retention: the TTL index removes the event some time after (reads never rely on when). */
@@ -40,6 +45,15 @@ export interface EventFeedFilter {
   occurredAfter?: Date;
   occurredBefore?: Date;
   resourceId?: string;
+  /** Leave out the events this API key caused. */
+  excludeActor?: string;
+}
+
+/** A sequence the sequencer gave an event, and the batch job it was published in (if it was). */
+export interface SequenceAssignment {
+  event: EventRef;
+  sequence: number;
+  publishJob?: string;
 }
 
 /** What identifies an event for a targeted write: its id and its company. */
@@ -85,8 +99,15 @@ export class EventsRepository {
 
   static async ensureIndexes(db: Db): Promise<string[]> {
     return ensureCollectionIndexes(db, 'events', [
-      { key: { company_id: 1, occurred_at: 1, _id: 1 }, name: 'feed', migratable: true },
-      { key: { company_id: 1, resource_id: 1, occurred_at: 1, _id: 1 }, name: 'feed_resource', migratable: true },
+      { key: { company_id: 1, sequence: 1 }, name: 'feed', migratable: true },
+      { key: { company_id: 1, resource_id: 1, sequence: 1 }, name: 'feed_resource', migratable: true },
+      // The sequencer's work list, oldest recorded first; only unsequenced events are in it.
+      {
+        key: { recorded_at: 1, _id: 1 },
+        name: 'unsequenced',
+        partialFilterExpression: { unsequenced: true },
+        migratable: true,
+      },
       // Multikey: an event is listed under each consumer that has not finished it.
       { key: { pending: 1, _id: 1 }, name: 'unfinished', migratable: true },
       { key: { unqueued: 1 }, name: 'unqueued', sparse: true, migratable: true },
@@ -100,20 +121,15 @@ export class EventsRepository {
   }
 
   /**
-   * Records events moved out of a document's outbox, in one round trip. An event recorded before (a
-   * move repeated after a crash, or by another process) is left as it is: its consumers' progress is
-   * kept. Returns the ids of those (whoever recorded an event first publishes it).
+   * Records events moved out of a document's outbox, in one round trip: unsequenced and unqueued, for
+   * the sequencer. An event recorded before (a move repeated after a crash, or by another process) is
+   * left as it is.
    */
-  async record(
-    events: EventEnvelope[],
-    /** publishJobs: event id → the batch job the web process's move publishes it in. */
-    options: { queued: boolean; publishJobs?: ReadonlyMap<string, string>; now?: Date },
-  ): Promise<Set<string>> {
-    if (events.length === 0) return new Set();
+  async record(events: EventEnvelope[], options: { now?: Date } = {}): Promise<void> {
+    if (events.length === 0) return;
     const now = options.now ?? new Date();
     const docs: EventDoc[] = events.map((event) => {
       const occurredAt = new Date(event.occurred_at);
-      const publishJob = options.publishJobs?.get(event.event_id);
       return {
         _id: event.event_id,
         company_id: event.company_id,
@@ -122,29 +138,65 @@ export class EventsRepository {
         resource_id: resourceIdOf(event),
         event,
         pending: [...EVENT_CONSUMERS],
-        ...(options.queued ? {} : { unqueued: true as const }),
-        ...(publishJob ? { publish_job: publishJob } : {}),
+        unqueued: true,
+        unsequenced: true,
         recorded_at: now,
         expires_at: new Date(occurredAt.getTime() + this.retentionMs),
       };
     });
     try {
       await this.events.insertMany(docs, { ordered: false });
-      return new Set();
     } catch (error) {
-      const duplicates = duplicateKeyIndexes(error);
-      if (!duplicates) throw error;
-      return new Set(duplicates.flatMap((index) => docs[index]?._id ?? []));
+      if (!duplicateKeyIndexes(error)) throw error;
     }
   }
 
-  /** For events recorded before: the batch each was published in (if any) and when it was recorded. */
-  async publishJobsOf(events: EventRef[]): Promise<Map<string, Pick<EventDoc, 'publish_job' | 'recorded_at'>>> {
-    if (events.length === 0) return new Map();
-    const docs = await this.events
-      .find(eventsFilter(events), { projection: { publish_job: 1, recorded_at: 1 } })
+  /** The sequencer's next batch: events not yet sequenced, oldest recorded first (index-served). */
+  findUnsequenced(limit: number): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'unqueued'>>> {
+    // Global by design: one sequencer serves every company (docs/scaling.md).
+    return this.events
+      .find({ unsequenced: true }, { projection: { event: 1, unqueued: 1 } })
+      .sort({ recorded_at: 1, _id: 1 })
+      .limit(limit)
       .toArray();
-    return new Map(docs.map((doc) => [doc._id, doc]));
+  }
+
+  /** Of these events, those still unsequenced (a plan replayed after its sequencer died). */
+  unsequencedAmong(events: EventRef[]): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'unqueued'>>> {
+    if (events.length === 0) return Promise.resolve([]);
+    return this.events
+      .find({ ...eventsFilter(events), unsequenced: true }, { projection: { event: 1, unqueued: 1 } })
+      .toArray();
+  }
+
+  /**
+   * Gives events their sequences, in one round trip. Only an event still unsequenced is written, so a
+   * plan applied twice (its sequencer died, or was partitioned away, mid-batch) writes each event once;
+   * both would write the same values. `queued`: the batch reached the queues.
+   */
+  async assignSequences(assignments: SequenceAssignment[], queued: boolean): Promise<void> {
+    if (assignments.length === 0) return;
+    await this.events.bulkWrite(
+      assignments.map(({ event, sequence, publishJob }) => ({
+        updateOne: {
+          filter: { company_id: event.company_id, _id: event.event_id, unsequenced: true },
+          update: {
+            $set: { sequence, 'event.sequence': sequence, ...(publishJob ? { publish_job: publishJob } : {}) },
+            $unset: queued ? { unsequenced: '', unqueued: '' } : { unsequenced: '' },
+          } as UpdateFilter<EventDoc>,
+        },
+      })),
+      { ordered: false },
+    );
+  }
+
+  /** Events recorded before sequences existed get one too (once, by the first sequencer). */
+  async markUnsequencedLegacy(): Promise<number> {
+    const result = await this.events.updateMany(
+      { sequence: { $exists: false }, unsequenced: { $exists: false } },
+      { $set: { unsequenced: true } },
+    );
+    return result.modifiedCount;
   }
 
   /** Events whose publishing failed wait for the relay (a later pass publishes everything `unqueued`). */
@@ -176,8 +228,9 @@ export class EventsRepository {
    */
   findUnqueued(limit: number): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'pending'>>> {
     // Global by design: one indexed query per relay pass (docs/scaling.md).
+    // Unsequenced ones are the sequencer's: it publishes them once they have their place in the feed.
     return this.events
-      .find({ unqueued: true }, { projection: { event: 1, pending: 1 } })
+      .find({ unqueued: true, unsequenced: { $exists: false } }, { projection: { event: 1, pending: 1 } })
       .limit(limit)
       .toArray();
   }
@@ -246,43 +299,45 @@ export class EventsRepository {
       .toArray();
   }
 
-  /** The feed (DECISIONS.md section 12.1): oldest first, keyset on (occurred_at, _id), within retention. */
+  /**
+   * The feed (DECISIONS.md section 13.1): in sequence order after `afterSequence`, up to `readable` (the
+   * company's readable position: no event above it is served, even if its sequence is written), within
+   * retention.
+   */
   list(
     companyId: string,
     filter: EventFeedFilter,
     limit: number,
-    after?: { occurredAt: Date; id: string },
+    range: { afterSequence: number; readable: number },
     now = new Date(),
-  ): Promise<EventDoc[]> {
-    const since = this.retainedSince(now);
-    const occurred: Record<string, Date> = { $gte: since };
+  ): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'sequence'>>> {
+    const occurred: Record<string, Date> = { $gte: this.retainedSince(now) };
     if (filter.occurredAfter) occurred.$gt = filter.occurredAfter;
     if (filter.occurredBefore) occurred.$lt = filter.occurredBefore;
-    const clauses: Filter<EventDoc>[] = [
-      {
-        company_id: companyId,
-        type: { $in: filter.types },
-        occurred_at: occurred,
-        ...(filter.resourceId !== undefined ? { resource_id: filter.resourceId } : {}),
-      },
-    ];
-    if (after) {
-      clauses.push({
-        $or: [{ occurred_at: { $gt: after.occurredAt } }, { occurred_at: after.occurredAt, _id: { $gt: after.id } }],
-      });
-    }
+    const query: Filter<EventDoc> = {
+      company_id: companyId,
+      ...(filter.resourceId !== undefined ? { resource_id: filter.resourceId } : {}),
+      sequence: { $gt: range.afterSequence, $lte: range.readable },
+      type: { $in: filter.types },
+      occurred_at: occurred,
+      ...(filter.excludeActor !== undefined ? { 'event.actor.id': { $ne: filter.excludeActor } } : {}),
+    };
     return this.events
-      .find(clauses.length === 1 && clauses[0] ? clauses[0] : { $and: clauses }, {
-        projection: { event: 1, occurred_at: 1 },
-      })
-      .sort({ occurred_at: 1, _id: 1 })
+      .find(query, { projection: { event: 1, sequence: 1 } })
+      .sort({ sequence: 1 })
       .limit(limit)
       .toArray();
   }
 
+  /** One readable event: sequenced (events without a sequence are not readable) and within retention. */
   findById(companyId: string, eventId: string, now = new Date()): Promise<Pick<EventDoc, '_id' | 'event'> | null> {
     return this.events.findOne(
-      { _id: eventId, company_id: companyId, occurred_at: { $gte: this.retainedSince(now) } },
+      {
+        _id: eventId,
+        company_id: companyId,
+        sequence: { $exists: true },
+        occurred_at: { $gte: this.retainedSince(now) },
+      },
       { projection: { event: 1 } },
     );
   }

@@ -14,16 +14,24 @@ export const eventsRoutes: FastifyPluginAsyncZod = async (app) => {
       config: { anyScope: ['tasks:read', 'items:read'] },
       schema: {
         tags,
-        summary: 'List events, oldest first (keyset pagination; see Link and x-next-cursor)',
-        description: `Every event of the company for EVENTS_RETENTION_DAYS (default 30) after it occurred, whatever happened to its webhooks: an integrator that missed deliveries can backfill from here. ${SCOPES}`,
+        summary: 'Read the change feed: events in sequence order from a position (see x-next-cursor)',
+        description: `Every event of the company for EVENTS_RETENTION_DAYS (default 30), in \`sequence\` order: once an event is readable, no event of the company with a smaller sequence ever becomes readable, so a client reading forward from a position receives every event exactly once. Every answer, the last page and an empty one included, carries \`x-next-cursor\` and \`Link: rel="next"\`: the position after the last event returned (the same position when none was). Start after a known sequence with \`after\`; with \`wait\`, an answer that would be empty waits up to that many seconds for the next event. ${SCOPES}`,
         querystring: listEventsQuery,
         response: { 200: z.array(feedEventSchema) },
       },
     },
     async (request, reply) => {
-      const page = await app.services.eventFeed.list(authOf(request), request.query);
-      setNextPageHeaders(request, reply, page.nextCursor);
-      return page.events;
+      // A waiting request stops waiting when its client goes away.
+      const gone = new AbortController();
+      const onClose = () => gone.abort();
+      reply.raw.once('close', onClose);
+      try {
+        const page = await app.services.eventFeed.list(authOf(request), request.query, gone.signal);
+        setNextPageHeaders(request, reply, page.nextCursor, { drop: ['after'] });
+        return page.events;
+      } finally {
+        reply.raw.off('close', onClose);
+      }
     },
   );
 

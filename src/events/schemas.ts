@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { limitSchema } from '../shared/pagination.js';
+import { limitSchema, queryInteger } from '../shared/pagination.js';
 import { isoTimestampQuery } from '../shared/time.js';
 import { TASK_COMPLETED_EXAMPLE } from '../tasks/schemas.js';
 import {
@@ -16,6 +16,8 @@ const example = {
   type: 'task.completed',
   company_id: 'cmp_6740b7a1c2d3e4f5a6b7c8d0',
   occurred_at: '2026-11-20T08:30:00.000Z',
+  sequence: 1042,
+  actor: { type: 'api_key', id: 'key_6740b7a1c2d3e4f5a6b7c8d3' },
   data: { ...TASK_COMPLETED_EXAMPLE.data, notes: 'Signed.' },
   changes: TASK_COMPLETED_EXAMPLE.changes,
 };
@@ -52,16 +54,30 @@ export const listEventsQuery = z
     resource_id: z.string().min(1).max(100).optional().describe('A task_id or item_id'),
     limit: limitSchema,
     cursor: z.string().max(1_000).optional(),
+    after: queryInteger(z.number({ error: 'expected a decimal integer' }).int().min(0))
+      .optional()
+      .describe('Start after this sequence (e.g. one taken from a webhook); not together with cursor'),
+    wait: queryInteger(z.number({ error: 'expected a decimal integer' }).int().min(0).max(30).default(0)).describe(
+      'Seconds (0-30) to wait for an event when none is readable after the position; the answer comes as soon as one is',
+    ),
+    exclude_actor: z
+      .string()
+      .min(1)
+      .max(100)
+      .optional()
+      .describe('Leave out the events this API key (a key_id of the company) caused'),
   })
   .superRefine((query, ctx) => {
+    if (query.after !== undefined && query.cursor !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['after'], message: 'cannot be combined with cursor' });
     if (query.occurred_after && query.occurred_before && query.occurred_after > query.occurred_before)
       ctx.addIssue({ code: 'custom', path: ['occurred_after'], message: 'must not be after occurred_before' });
   });
 
 export type ListEventsQuery = z.infer<typeof listEventsQuery>;
-export type FeedEvent = PublicEnvelope;
+export type FeedEvent = PublicEnvelope & { sequence: number };
 
-/** The one mapping from a stored event to the feed's shape: the webhook body (no internal fields). */
-export function toFeedEvent(event: EventEnvelope): FeedEvent {
-  return publicEnvelope(event);
+/** The one mapping from a stored (sequenced) event to the feed's shape: the webhook body (no internal fields). */
+export function toFeedEvent(event: EventEnvelope, sequence = event.sequence ?? 0): FeedEvent {
+  return { ...publicEnvelope(event), sequence };
 }

@@ -1,6 +1,7 @@
 import fastJson from 'fast-json-stringify';
 import { z } from 'zod';
 import {
+  eventActorSchema,
   HOOK_PING,
   WEBHOOK_EVENT_TYPES,
   webhookSchemaId,
@@ -62,6 +63,15 @@ function payloadSchema(type: WebhookEventType) {
       type: z.literal(type),
       company_id: z.string(),
       occurred_at: z.string().describe('ISO 8601, UTC'),
+      ...(kind === 'ping'
+        ? {}
+        : {
+            sequence: z
+              .number()
+              .int()
+              .describe("The event's position in the company's events feed: read on from it with GET /v1/ext/events?after="),
+          }),
+      actor: eventActorSchema,
       data: DATA_SCHEMAS[kind].describe(DATA_DESCRIPTIONS[kind]),
       changes: changesSchema.optional(),
     })
@@ -73,6 +83,8 @@ function payloadSchema(type: WebhookEventType) {
         type,
         company_id: 'cmp_6740b7a1c2d3e4f5a6b7c8d0',
         occurred_at: '2026-11-20T08:30:00.000Z',
+        ...(kind === 'ping' ? {} : { sequence: 1042 }),
+        actor: { type: 'api_key', id: 'key_6740b7a1c2d3e4f5a6b7c8d3' },
         ...example,
       },
     });

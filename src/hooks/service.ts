@@ -151,6 +151,7 @@ export class HooksService {
       type: HOOK_PING,
       company_id: actor.companyId,
       occurred_at: new Date().toISOString(),
+      actor: actor.cause,
       data: { hook_id: hookId },
     };
     if (hook.disabled_at) await this.deps.hooks.reenable(actor.companyId, hookId);

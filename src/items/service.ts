@@ -216,7 +216,7 @@ export class ItemsService {
       updated_at: now,
     };
     const response = toItemResponse(doc, pipeline);
-    const events = [buildCompanyEvent('item.created', actor.companyId, response, { occurredAt: now })];
+    const events = [buildCompanyEvent('item.created', actor.companyId, response, { actor: actor.cause, occurredAt: now })];
     return { doc: { ...doc, ...outboxOnInsert(events) }, response, events };
   }
 
@@ -383,7 +383,7 @@ export class ItemsService {
       name_words: nameWords(next.name),
     };
     const events = [
-      buildCompanyEvent('item.updated', actor.companyId, after, { changes: diff, occurredAt: now, depth }),
+      buildCompanyEvent('item.updated', actor.companyId, after, { actor: actor.cause, changes: diff, occurredAt: now, depth }),
     ];
     const saved = await this.deps.items.updateIfVersion(
       actor.companyId,
@@ -420,7 +420,10 @@ export class ItemsService {
       const pipeline = await this.pipelineFor(actor.companyId, current.pipeline_id);
       const now = new Date();
       const events = [
-        buildCompanyEvent('item.deleted', actor.companyId, toItemResponse(current, pipeline), { occurredAt: now }),
+        buildCompanyEvent('item.deleted', actor.companyId, toItemResponse(current, pipeline), {
+          actor: actor.cause,
+          occurredAt: now,
+        }),
       ];
       if (!(await this.deps.items.archive(current, now, events))) return null;
       this.deps.publisher.publishRecorded('items', itemId, events);

@@ -102,6 +102,11 @@ export class AnnouncedCache<T extends object | null> {
   }
 }
 
+/** The channel on which the event sequencer announces each company whose readable feed position moved. */
+export function feedChannel(queuePrefix: string): string {
+  return `${queuePrefix}:changes:events`;
+}
+
 /** The change channels of one deployment (its queue prefix) and the one subscriber connection they share. */
 export function createChangeFeeds(redis: RedisClient, queuePrefix: string, logger: Logger) {
   const subscriber = redis.duplicate();
@@ -111,6 +116,8 @@ export function createChangeFeeds(redis: RedisClient, queuePrefix: string, logge
     pipelines: new ChangeAnnouncer(redis, `${queuePrefix}:changes:pipelines`, logger),
     /** API keys revoked and companies changed: the web processes' authentication caches. */
     access: new ChangeAnnouncer(redis, `${queuePrefix}:changes:access`, logger),
+    /** Companies with new readable events (keys are company ids): wakes the feed's waiting readers. */
+    events: new ChangeAnnouncer(redis, feedChannel(queuePrefix), logger),
   };
   for (const feed of Object.values(feeds)) void feed.listen(subscriber);
   return { ...feeds, close: () => subscriber.disconnect() };

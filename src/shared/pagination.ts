@@ -109,10 +109,19 @@ export function mongoSort(sort: SortSpec): Record<string, 1 | -1> {
   return { [sort.field]: sort.direction, _id: sort.direction };
 }
 
-/** `Link: <...>; rel="next"` (RFC 8288) and `x-next-cursor` when another page exists. */
-export function setNextPageHeaders(request: FastifyRequest, reply: FastifyReply, nextCursor: string | undefined): void {
+/**
+ * `Link: <...>; rel="next"` (RFC 8288) and `x-next-cursor` when another page exists. `drop`: query
+ * parameters the cursor replaces (the feed's `after`).
+ */
+export function setNextPageHeaders(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  nextCursor: string | undefined,
+  options: { drop?: string[] } = {},
+): void {
   if (!nextCursor) return;
   const url = new URL(request.url, 'http://placeholder');
+  for (const name of options.drop ?? []) url.searchParams.delete(name);
   url.searchParams.set('cursor', nextCursor);
   reply.header('link', `<${url.pathname}${url.search}>; rel="next"`);
   reply.header('x-next-cursor', nextCursor);

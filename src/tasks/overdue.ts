@@ -1,3 +1,4 @@
+import { SYSTEM_ACTOR } from '../events/envelope.js';
 import { buildCompanyEvent } from '../events/kinds.js';
 import { toTaskResponse } from './schemas.js';
 import type { EventEnvelope } from '../events/envelope.js';
@@ -55,7 +56,10 @@ export async function scanOverdueTasks(
     result.batches++;
     const fired = await Promise.all(
       batch.map(async (task) => {
-        const event = buildCompanyEvent('task.overdue', task.company_id, toTaskResponse(task), { occurredAt: now });
+        const event = buildCompanyEvent('task.overdue', task.company_id, toTaskResponse(task), {
+          actor: SYSTEM_ACTOR,
+          occurredAt: now,
+        });
         const fired: EventEnvelope | null = (await deps.tasks.markOverdueFired(task, event)) ? event : null;
         return { id: task._id, event: fired };
       }),

@@ -122,7 +122,7 @@ export class TasksService {
       overdue_fired_for: null,
     };
     const response = toTaskResponse(doc);
-    const eventOptions = { occurredAt: now, depth: options.depth };
+    const eventOptions = { actor: actor.cause, occurredAt: now, depth: options.depth };
     const events: EventEnvelope[] = [buildCompanyEvent('task.created', actor.companyId, response, eventOptions)];
     if (isCompleted) events.push(buildCompanyEvent('task.completed', actor.companyId, response, eventOptions));
     await this.deps.tasks.insert({ ...doc, ...outboxOnInsert(events) });
@@ -159,7 +159,7 @@ export class TasksService {
       const changes = diffResources(before, after, ['updated_at']);
       if (Object.keys(changes).length === 0) return before;
 
-      const eventOptions = { changes, occurredAt: now, depth: options.depth };
+      const eventOptions = { actor: actor.cause, changes, occurredAt: now, depth: options.depth };
       const events: EventEnvelope[] = [buildCompanyEvent('task.updated', actor.companyId, after, eventOptions)];
       if (!current.is_completed && after.is_completed)
         events.push(buildCompanyEvent('task.completed', actor.companyId, after, eventOptions));
@@ -188,7 +188,7 @@ export class TasksService {
       const before = toTaskResponse(current);
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, taskEtag(before))) throw new PreconditionFailedError();
       const now = new Date();
-      const events = [buildCompanyEvent('task.deleted', actor.companyId, before, { occurredAt: now })];
+      const events = [buildCompanyEvent('task.deleted', actor.companyId, before, { actor: actor.cause, occurredAt: now })];
       if (!(await this.deps.tasks.archive(actor.companyId, current, now, events))) return null;
       this.deps.publisher.publishRecorded('tasks', taskId, events);
       return true;

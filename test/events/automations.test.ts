@@ -165,6 +165,7 @@ describe('automations on task events', () => {
       type: 'task.updated',
       company_id: tenant.companyId,
       occurred_at: new Date().toISOString(),
+      actor: { type: 'system' },
       data: {
         task_id: 'tsk_x',
         assigned_to: tenant.userId,

@@ -2,29 +2,20 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
 import { outboxOnInsert } from '../../src/events/outbox.js';
-import { MOVE_ABANDONED_MS, QueueEventPublisher } from '../../src/events/queue-publisher.js';
+import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { relayPendingEvents } from '../../src/events/relay.js';
 import { newId } from '../../src/shared/ids.js';
-import {
-  createQueue,
-  EVENT_BATCH_JOB,
-  EVENT_BATCH_MAX_BYTES,
-  eventBatchJobId,
-  REPUBLISHED_JOB,
-  type EventJobData,
-} from '../../src/shared/queues.js';
+import { createQueue, EVENT_BATCH_MAX_BYTES, eventBatchJobId, type EventJobData } from '../../src/shared/queues.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { eventsOfJob, taskData } from '../helpers/events.js';
 import { waitFor } from '../helpers/wait.js';
-import type { EventsRepository } from '../../src/events/repository.js';
 import type { Queue } from 'bullmq';
 
-// Who publishes an event when a web process's move and the relay find the same outbox: whoever
-// recorded it in `events` first, and never both (no consumer runs then, so the queues show it).
+// The move (web process or relay) only records events; the sequencer alone gives them their place in
+// the feed and publishes them, so a move and the relay on the same outbox never publish an event twice.
 let env: TestEnv;
 let publisher: QueueEventPublisher;
-let events: EventsRepository;
 let fanout: Queue<EventJobData, unknown, string>;
 const silent = pino({ level: 'silent' });
 
@@ -32,7 +23,6 @@ beforeAll(async () => {
   env = await createTestEnv();
   await waitFor(() => env.redis.status === 'ready'); // the publisher queues only on a ready connection
   publisher = new QueueEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, silent);
-  events = publisher.eventStore;
   fanout = createQueue('hook-fanout', { connection: env.redis, prefix: env.config.QUEUE_PREFIX });
 });
 afterAll(async () => {
@@ -43,122 +33,94 @@ afterAll(async () => {
 
 const company = newId('company');
 
-/** A task whose outbox holds `count` new events, as a write leaves it. */
-async function taskWithOutbox(count: number): Promise<{ id: string; pending: EventEnvelope[] }> {
-  const id = newId('task');
-  const pending = Array.from({ length: count }, () => buildEvent('task.updated', company, taskData({ task_id: id })));
+/** A task whose outbox holds these events, as a write leaves it. */
+async function taskWithOutbox(pending: EventEnvelope[], id = newId('task')): Promise<string> {
   await env.db.collection('tasks').insertOne({ _id: id as never, company_id: company, ...outboxOnInsert(pending) });
-  return { id, pending };
+  return id;
 }
 
 const outboxOf = async (id: string) =>
   ((await env.db.collection('tasks').findOne({ _id: id as never }))?.pending_events ?? []) as EventEnvelope[];
 const ids = (list: EventEnvelope[]) => list.map((event) => event.event_id);
-/** The publish_job of events a move put in one batch. */
-const inOneBatch = (list: EventEnvelope[]) => new Map(list.map((event) => [event.event_id, eventBatchJobId(list)]));
+const recorded = (list: EventEnvelope[]) =>
+  env.db
+    .collection('events')
+    .find({ _id: { $in: ids(list) as never[] } })
+    .project<{ _id: string; publish_job?: string; sequence?: number; unqueued?: boolean }>({
+      publish_job: 1,
+      sequence: 1,
+      unqueued: 1,
+    })
+    .toArray();
 
-describe("a move's batches", () => {
-  it('go out as several batch jobs when the events outgrow one, each event recorded with its own', async () => {
+describe("the sequencer's batches", () => {
+  it('go out as several batch jobs when the events outgrow one, each event with its sequence and its job', async () => {
     const id = newId('task');
     const big = 'x'.repeat(Math.ceil(EVENT_BATCH_MAX_BYTES * 0.6)); // two of these do not fit in one job
     const pending = [big, big, 'small'].map((notes) =>
       buildEvent('task.updated', company, taskData({ task_id: id, notes })),
     );
-    await env.db.collection('tasks').insertOne({ _id: id as never, company_id: company, ...outboxOnInsert(pending) });
-    const document = { documentId: id, companyId: company, events: pending };
-    expect(await publisher.publishAndClear('tasks', [document], { batch: true })).toBe(true);
-
-    const expected = [[pending[0]!], [pending[1]!, pending[2]!]];
-    for (const carried of expected) {
-      const job = await fanout.getJob(eventBatchJobId(carried));
-      expect(ids(eventsOfJob(job!.data))).toEqual(ids(carried));
-    }
-    const recorded = await env.db
-      .collection('events')
-      .find({ _id: { $in: ids(pending) as never[] } })
-      .project<{ _id: string; publish_job: string }>({ publish_job: 1 })
-      .toArray();
-    expect(Object.fromEntries(recorded.map((doc) => [doc._id, doc.publish_job]))).toEqual({
-      [pending[0]!.event_id]: eventBatchJobId(expected[0]!),
-      [pending[1]!.event_id]: eventBatchJobId(expected[1]!),
-      [pending[2]!.event_id]: eventBatchJobId(expected[1]!),
-    });
+    await taskWithOutbox(pending, id);
+    await publisher.publishAndClear('tasks', [{ documentId: id, companyId: company, events: pending }]);
     expect(await outboxOf(id)).toEqual([]);
+
+    const docs = (await waitFor(async () => {
+      const found = await recorded(pending);
+      return found.every((doc) => doc.sequence !== undefined && doc.publish_job) ? found : undefined;
+    }))!;
+    const byId = new Map(docs.map((doc) => [doc._id, doc]));
+    const sequences = pending.map((event) => byId.get(event.event_id)!.sequence!);
+    expect(sequences).toEqual([...sequences].sort((a, b) => a - b));
+    for (const doc of docs) expect(doc.unqueued).toBeUndefined();
+    // Two jobs: the first big event alone, then the other two; each carries the events with their sequence.
+    const jobIds = [...new Set(pending.map((event) => byId.get(event.event_id)!.publish_job!))];
+    expect(jobIds).toHaveLength(2);
+    const carried = await Promise.all(jobIds.map(async (jobId) => eventsOfJob((await fanout.getJob(jobId))!.data)));
+    expect(carried.flat().map((event) => [event.event_id, event.sequence])).toEqual(
+      pending.map((event) => [event.event_id, byId.get(event.event_id)!.sequence]),
+    );
+    expect(jobIds[0]).toBe(eventBatchJobId([pending[0]!]));
   });
-});
 
-describe('a move and the relay on the same outbox', () => {
-  it("the relay only clears events whose move's batch is queued (the move's process died before clearing)", async () => {
-    const task = await taskWithOutbox(2);
-    const document = { documentId: task.id, companyId: company, events: task.pending };
-    expect(await publisher.publishAndClear('tasks', [document], { batch: true })).toBe(true);
-    const batch = await fanout.getJob(eventBatchJobId(task.pending));
-    expect(batch?.name).toBe(EVENT_BATCH_JOB);
-    expect(ids(eventsOfJob(batch!.data))).toEqual(ids(task.pending));
-    // As if the move had not cleared: the outbox still holds the events when the relay comes.
-    await env.db.collection('tasks').updateOne({ _id: task.id as never }, { $set: outboxOnInsert(task.pending) });
-
+  it('the relay finding an outbox a move already recorded clears it without publishing again', async () => {
+    const pending = [buildEvent('task.created', company, taskData({}))];
+    const id = await taskWithOutbox(pending);
+    await publisher.publishAndClear('tasks', [{ documentId: id, companyId: company, events: pending }]);
+    const [first] = (await waitFor(async () => {
+      const found = await recorded(pending);
+      return found[0]?.publish_job ? found : undefined;
+    }))!;
+    // As if the move had died before clearing: the outbox still holds the event when the relay comes.
+    await env.db.collection('tasks').updateOne({ _id: id as never }, { $set: outboxOnInsert(pending) });
     await relayPendingEvents(env.db, publisher, silent);
-    expect(await outboxOf(task.id)).toEqual([]);
-    for (const event of task.pending) expect(await fanout.getJob(event.event_id)).toBeUndefined();
+    expect(await outboxOf(id)).toEqual([]);
+    const [again] = await recorded(pending);
+    expect(again).toEqual(first);
+    expect(await fanout.getJob(pending[0]!.event_id)).toBeUndefined(); // no copy beside the batch
   });
 
-  it("leaves a move's events alone while it may still queue them, and publishes them once it has failed", async () => {
-    const recent = await taskWithOutbox(1);
-    const abandoned = await taskWithOutbox(1);
-    // Both recorded by a move that never queued its batch; one of them long ago.
-    await events.record(recent.pending, { queued: true, publishJobs: inOneBatch(recent.pending) });
-    await events.record(abandoned.pending, {
-      queued: true,
-      publishJobs: inOneBatch(abandoned.pending),
-      now: new Date(Date.now() - MOVE_ABANDONED_MS - 1_000),
-    });
-
-    await relayPendingEvents(env.db, publisher, silent);
-    expect(ids(await outboxOf(recent.id))).toEqual(ids(recent.pending));
-    expect(await fanout.getJob(recent.pending[0]!.event_id)).toBeUndefined();
-    expect(await outboxOf(abandoned.id)).toEqual([]);
-    const copy = await fanout.getJob(abandoned.pending[0]!.event_id);
-    expect(copy?.name).toBe(REPUBLISHED_JOB);
-    // The consumers check the event's batch first; it is not queued, so the copy is what runs it.
-    expect(await fanout.getJob(eventBatchJobId(abandoned.pending))).toBeUndefined();
-    await env.db.collection('tasks').deleteOne({ _id: recent.id as never });
-  });
-
-  it('a move leaves an event the relay recorded first to the relay, in the outbox until it publishes it', async () => {
-    const task = await taskWithOutbox(2);
-    const [relays, moves] = task.pending as [EventEnvelope, EventEnvelope];
-    await events.record([relays], { queued: true }); // the relay got there first (and has not published yet)
-
-    const document = { documentId: task.id, companyId: company, events: task.pending };
-    expect(await publisher.publishAndClear('tasks', [document], { batch: true })).toBe(true);
-    const batch = await fanout.getJob(eventBatchJobId(task.pending));
-    expect(ids(eventsOfJob(batch!.data))).toEqual([moves.event_id]);
-    expect(ids(await outboxOf(task.id))).toEqual([relays.event_id]);
-
-    // The relay's next pass publishes it (a copy, which BullMQ adds once) and empties the outbox.
-    await relayPendingEvents(env.db, publisher, silent);
-    expect((await fanout.getJob(relays.event_id))?.name).toBe(REPUBLISHED_JOB);
-    expect(await outboxOf(task.id)).toEqual([]);
-  });
-
-  it("with Redis away, the relay marks a failed move's events unqueued as it takes them out of the outbox", async () => {
+  it('with Redis away, events are sequenced all the same and left unqueued for the relay', async () => {
     const down = createRequestPathRedis('redis://127.0.0.1:1'); // nothing listens there
     down.on('error', () => {});
+    // This process's own sequencer stays out of it: the offline one must hold the lease.
+    await publisher.sequencer.stop();
     const offline = new QueueEventPublisher(env.db, { connection: down, prefix: env.config.QUEUE_PREFIX }, silent);
     try {
-      const task = await taskWithOutbox(1);
-      // A move recorded the event long ago and died before queuing its batch.
-      await events.record(task.pending, {
-        queued: true,
-        publishJobs: inOneBatch(task.pending),
-        now: new Date(Date.now() - MOVE_ABANDONED_MS - 1_000),
-      });
+      const pending = [buildEvent('task.created', company, taskData({}))];
+      const id = await taskWithOutbox(pending);
       await relayPendingEvents(env.db, offline, silent);
-      expect(await outboxOf(task.id)).toEqual([]);
-      // Not lost: the relay's next pass with Redis back queues everything `unqueued`.
-      const recorded = await env.db.collection('events').findOne({ _id: task.pending[0]!.event_id as never });
-      expect(recorded?.unqueued).toBe(true);
+      expect(await outboxOf(id)).toEqual([]);
+      const [doc] = (await waitFor(async () => {
+        const found = await recorded(pending);
+        return found[0]?.sequence !== undefined ? found : undefined;
+      }))!;
+      expect(doc?.unqueued).toBe(true);
+      expect(doc?.publish_job).toBeUndefined();
+      // Redis back: the relay queues it, as a copy with its sequence.
+      await relayPendingEvents(env.db, publisher, silent);
+      const job = await fanout.getJob(pending[0]!.event_id);
+      expect(eventsOfJob(job!.data)[0]?.sequence).toBe(doc?.sequence);
+      expect((await recorded(pending))[0]?.unqueued).toBeUndefined();
     } finally {
       await offline.close();
       down.disconnect();

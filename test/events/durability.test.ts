@@ -105,6 +105,18 @@ async function subscribeEverything(app: App, tenant: Tenant, receiver: Receiver)
   );
 }
 
+/** Waits until the sequencer has given every recorded event its sequence and handed it to the queues. */
+async function allSequencedAndQueued(env: { db: import('mongodb').Db }, count: number): Promise<void> {
+  const events = env.db.collection('events');
+  await waitFor(
+    async () =>
+      (await events.countDocuments({ sequence: { $exists: true } })) >= count &&
+      (await events.countDocuments({ unqueued: true })) === 0,
+    60_000,
+    100,
+  );
+}
+
 const jobIds = async (queue: Queue) =>
   new Set((await queue.getJobs(['waiting', 'active', 'delayed', 'completed', 'prioritized'])).map((job) => job.id));
 
@@ -122,11 +134,12 @@ describe('Redis loses its data while events wait for workers', () => {
       const documents = events
         .slice(i, i + 50)
         .map((event) => ({ documentId: String(event.data.task_id), events: [event] }));
-      expect(await publisher.publishAndClear('tasks', documents)).toBe(true);
+      await publisher.publishAndClear('tasks', documents);
     }
+    await allSequencedAndQueued(env, 1_000);
     const fanout = createQueue('hook-fanout', { connection: stack.redis, prefix: env.config.QUEUE_PREFIX });
     try {
-      expect((await jobIds(fanout)).size).toBe(1_000);
+      expect((await jobIds(fanout)).size).toBeGreaterThan(0); // the sequencer's batch jobs
       await stack.loseRedisData();
       expect((await jobIds(fanout)).size).toBe(0);
     } finally {
@@ -175,8 +188,10 @@ describe('the reconciler', () => {
     const tenant = await createTenant(stack.app);
     const eventStore = new EventsRepository(env.db);
     const events = taskEvents(tenant, 1_200);
-    await eventStore.record(events, { queued: true }); // recorded as queued, but Redis has none of them
+    await eventStore.record(events);
+    await allSequencedAndQueued(env, 1_200);
     const flusher = new Redis(stack.redisServer.url);
+    await flusher.flushall(); // queued, but Redis has none of them now
     const deliveriesQueue = createQueue('deliveries', { connection: stack.redis, prefix: env.config.QUEUE_PREFIX });
     let pages = 0;
     const reconciler = new Reconciler(
@@ -220,7 +235,9 @@ describe('the reconciler', () => {
     const tenant = await createTenant(app);
     await subscribeEverything(app, tenant, receiver);
     const events = taskEvents(tenant, 1_500);
-    await new EventsRepository(env.db).record(events, { queued: true }); // none of them in Redis
+    await new EventsRepository(env.db).record(events);
+    await allSequencedAndQueued(env, 1_500);
+    await stack.loseRedisData(); // none of them in Redis
     const fanout = createQueue('hook-fanout', { connection: stack.redis, prefix: env.config.QUEUE_PREFIX });
     const workerEnv = { WORKERS: 'relay', RECONCILE_INTERVAL_MS: '200', RATE_LIMIT_MAX: '100000' };
     try {

@@ -146,7 +146,7 @@ describe('the relay', () => {
           .task_id,
       );
     expect(await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(5);
-    const queue = new Queue<EventEnvelope>('automations', {
+    const queue = new Queue<EventJobData>('automations', {
       connection: quiet.redis,
       prefix: quiet.config.QUEUE_PREFIX,
     });
@@ -154,10 +154,12 @@ describe('the relay', () => {
     try {
       // The outbox clears once the events are recorded; the queue may get them a moment later.
       await waitFor(async () => (await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })) === 0);
-      await waitFor(async () => (await queue.getWaitingCount()) >= 5);
-      const jobs = await queue.getJobs(['waiting']);
-      expect(jobs.map((job) => job.data.data.task_id).sort()).toEqual([...ids].sort());
-      expect(jobs.every((job) => job.id === job.data.event_id)).toBe(true);
+      // The sequencer publishes them, in batch jobs, each event with its place in the feed.
+      const queued = async () =>
+        (await queue.getJobs(["waiting"])).flatMap((job) => eventsOfJob(job.data));
+      const events = await waitFor(async () => ((await queued()).length >= 5 ? queued() : undefined));
+      expect(events!.map((event) => event.data.task_id).sort()).toEqual([...ids].sort());
+      expect(new Set(events!.map((event) => event.sequence)).size).toBe(5);
     } finally {
       await relay.close();
       await queue.close();

@@ -22,9 +22,11 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.close());
 
-const recorded = (companyId: string) => t.db.collection('events').countDocuments({ company_id: companyId });
+/** The company's readable feed position: with no gaps (a fresh company), how many events are readable. */
+const recorded = async (companyId: string) =>
+  ((await t.db.collection('event_sequences').findOne({ _id: companyId as never }))?.readable as number) ?? 0;
 
-/** Every page of a list, following x-next-cursor. */
+/** Every page of the feed, following x-next-cursor until a page comes back empty (it still has a cursor). */
 async function allPages(key: string, query: string, limit: number): Promise<EventEnvelope[]> {
   const seen: EventEnvelope[] = [];
   let cursor: string | undefined;
@@ -32,10 +34,12 @@ async function allPages(key: string, query: string, limit: number): Promise<Even
     const url = `/events?limit=${limit}${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
     const response = await ext(t.app, key, 'GET', url);
     expect(response.statusCode, response.body).toBe(200);
-    seen.push(...response.json());
+    const page = response.json<EventEnvelope[]>();
+    seen.push(...page);
     cursor = response.headers['x-next-cursor'] as string | undefined;
-    if (!cursor) return seen;
+    expect(cursor).toBeTruthy();
     expect(response.headers.link).toContain('rel="next"');
+    if (page.length === 0) return seen;
   }
   throw new Error('paging never ended');
 }
@@ -56,8 +60,18 @@ describe('GET /v1/ext/events', () => {
       'task.completed',
       'item.created',
     ]);
-    expect(Object.keys(events[0]!).sort()).toEqual(['company_id', 'data', 'event_id', 'occurred_at', 'type']);
+    expect(Object.keys(events[0]!).sort()).toEqual([
+      'actor',
+      'company_id',
+      'data',
+      'event_id',
+      'occurred_at',
+      'sequence',
+      'type',
+    ]);
+    expect(events.map((event) => (event as { sequence: number }).sequence)).toEqual([1, 2, 3, 4]);
     expect(events[0]).toMatchObject({
+      actor: { type: 'api_key', id: tenant.keyId },
       company_id: tenant.companyId,
       data: { task_id: task.task_id, title: 'Feed me' },
     });
@@ -153,8 +167,8 @@ describe('GET /v1/ext/events', () => {
       { occurredAt: new Date(Date.now() - 29 * 86_400_000) },
     );
     // Recorded under a longer retention: still stored (as when the TTL monitor has not run yet).
-    await new EventsRepository(t.db, 60).record([old, recent], { queued: true });
-    expect(await t.db.collection('events').countDocuments({ company_id: other.companyId })).toBe(2);
+    await new EventsRepository(t.db, 60).record([old, recent]);
+    expect(await waitFor(async () => (await recorded(other.companyId)) === 2)).toBe(true);
 
     const listed = await ext(t.app, other.key, 'GET', '/events');
     expect(listed.json<EventEnvelope[]>().map((event) => event.event_id)).toEqual([recent.event_id]);
@@ -178,7 +192,8 @@ describe('GET /v1/ext/events', () => {
     );
     const repository = new EventsRepository(t.db, 30);
     for (let i = 0; i < events.length; i += 2_000)
-      await repository.record(events.slice(i, i + 2_000).reverse(), { queued: true });
+      await repository.record(events.slice(i, i + 2_000).reverse());
+    expect(await waitFor(async () => (await recorded(other.companyId)) === 10_000, 60_000)).toBe(true);
 
     const seen = await allPages(other.key, '', 200);
     expect(seen).toHaveLength(10_000);

@@ -22,7 +22,7 @@ afterAll(() => env.close());
 /** A recorded event and the fan-out job that carries it (the fields `track` reads). */
 async function recordedJob(): Promise<Job<EventJobData> & { data: EventEnvelope }> {
   const event = buildEvent('task.created', newId('company'), taskData({ id: newId('task') }));
-  await events.record([event], { queued: true });
+  await events.record([event]);
   return { name: event.type, data: event, attemptsMade: 0, attemptsStarted: 1, opts: { attempts: 3 } } as never;
 }
 
@@ -33,7 +33,11 @@ async function recordedBatch(count: number): Promise<{ batch: EventEnvelope[]; j
     buildEvent('task.created', company, taskData({ id: newId('task') })),
   );
   const jobId = eventBatchJobId(batch);
-  await events.record(batch, { queued: true, publishJobs: new Map(batch.map((event) => [event.event_id, jobId])) });
+  await events.record(batch);
+  await events.assignSequences(
+    batch.map((event, index) => ({ event, sequence: index + 1, publishJob: jobId })),
+    true,
+  );
   const job = {
     id: jobId,
     name: EVENT_BATCH_JOB,
@@ -156,7 +160,7 @@ describe("ConsumerProgress.track with a move's batch", () => {
     // A stalled or retried run of the same job: the events finished before are not run again.
     const again = new ConsumerProgress('automations', events, notQueued);
     await events.recordFinished([]);
-    await events.record(batch, { queued: true }); // already recorded: kept as they are
+    await events.record(batch); // already recorded: kept as they are
     const rerun = { ...job, attemptsStarted: 2 } as Job<EventJobData>;
     ran.length = 0;
     expect(await again.track(async (event) => ran.push(event.event_id))(rerun)).toEqual([]);

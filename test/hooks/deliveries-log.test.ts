@@ -19,6 +19,7 @@ const request = {
     type: 'hook.ping',
     company_id: 'cmp_6740b7a1c2d3e4f5a6b7c8d0',
     occurred_at: '2026-11-20T08:00:00.000Z',
+    actor: { type: 'api_key', id: 'key_6740b7a1c2d3e4f5a6b7c8d3' },
     data: { hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9' },
   }),
 };

@@ -37,12 +37,22 @@ describe('REST hook delivery', () => {
     expect(request.headers['content-type']).toBe('application/json');
     expect(Number(request.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -1);
     const payload = verifyWebhook(hook.secret, request) as Record<string, unknown>;
-    expect(Object.keys(payload).sort()).toEqual(['company_id', 'data', 'event_id', 'occurred_at', 'type']);
+    expect(Object.keys(payload).sort()).toEqual([
+      'actor',
+      'company_id',
+      'data',
+      'event_id',
+      'occurred_at',
+      'sequence',
+      'type',
+    ]);
     expect(payload).toEqual({
       event_id: request.id,
       type: 'task.created',
       company_id: tenant.companyId,
       occurred_at: expect.any(String),
+      sequence: 1,
+      actor: { type: 'api_key', id: tenant.keyId },
       data: task,
     });
     expect(() => verifyWebhook(`whsec_${Buffer.alloc(24, 7).toString('base64')}`, request)).toThrow();
@@ -130,7 +140,7 @@ describe('REST hook delivery', () => {
     const tenant = await createTenant(t.app);
     const inbox = await receiver();
     await subscribe(tenant, inbox.url());
-    const event = buildEvent('task.created', tenant.companyId, taskData({ task_id: 'tsk_copied' }));
+    const event = { ...buildEvent('task.created', tenant.companyId, taskData({ task_id: 'tsk_copied' })), sequence: 1 };
     const fanout = createQueue('hook-fanout', { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
     await fanout.addBulk(
       ['copy-1', 'copy-2'].map((id) => ({ name: event.type, data: event, opts: { jobId: `${id}-${event.event_id}` } })),

@@ -47,8 +47,18 @@ describe('per-event payload schemas (issue 19)', () => {
       { task_id: 'tsk_1', title: 'Call', internal_note: 'not for receivers' },
       { depth: 2, changes: { title: { from: 'a', to: 'Call' } } },
     );
-    const body = JSON.parse(webhookBody(event));
-    expect(Object.keys(body)).toEqual(['event_id', 'type', 'company_id', 'occurred_at', 'data', 'changes']);
+    const body = JSON.parse(webhookBody({ ...event, sequence: 7 }));
+    expect(Object.keys(body)).toEqual([
+      'event_id',
+      'type',
+      'company_id',
+      'occurred_at',
+      'sequence',
+      'actor',
+      'data',
+      'changes',
+    ]);
+    expect(body).toMatchObject({ sequence: 7, actor: { type: 'system' } });
     expect(body.data).toEqual({ task_id: 'tsk_1', title: 'Call' });
     const item = buildEvent('item.created', 'cmp_1', { item_id: 'itm_1', name: 'Deal', deal_value: 5, tags: ['a'] });
     expect(JSON.parse(webhookBody(item)).data).toEqual({ item_id: 'itm_1', name: 'Deal', deal_value: 5, tags: ['a'] });
@@ -61,7 +71,14 @@ describe('per-event payload schemas (issue 19)', () => {
       'unknown event type task.archived',
     );
     expect(payloadViolation('not json')).toBe('the body is not JSON');
-    const ping = { event_id: 'evt_1', type: 'hook.ping', company_id: 'c', occurred_at: 'x', data: { hook_id: 'hk' } };
+    const ping = {
+      event_id: 'evt_1',
+      type: 'hook.ping',
+      company_id: 'c',
+      occurred_at: 'x',
+      actor: { type: 'api_key', id: 'key_1' },
+      data: { hook_id: 'hk' },
+    };
     expect(payloadViolation(JSON.stringify(ping))).toBeUndefined();
     expect(payloadViolation(JSON.stringify({ ...ping, depth: 1 }))).toBe('hook.ping: undeclared envelope keys depth');
   });

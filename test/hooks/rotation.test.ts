@@ -57,6 +57,7 @@ describe('test ping', () => {
       type: 'hook.ping',
       company_id: tenant.companyId,
       occurred_at: expect.stringMatching(/Z$/),
+      actor: { type: 'api_key', id: tenant.keyId },
       data: { hook_id: hook.hook_id },
     });
     const listed = await waitFor(async () => {
