@@ -65,7 +65,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         (afterId, limit) => app.services.hooks.list(authOf(request), afterId, limit),
       );
       setNextPageHeaders(request, reply, page.nextCursor);
-      return page.rows.map(toHookResponse);
+      return page.rows.map((hook) => toHookResponse(hook));
     },
   );
 
