@@ -202,7 +202,10 @@ export class HooksRepository {
    * is only set on a hook that has none, and the unique index refuses a slot taken meanwhile.
    */
   private static async migrateSlots(hooks: Collection<HookDoc>): Promise<void> {
-    const pending = await hooks.find({ slot: { $exists: false } }, { projection: { company_id: 1 } }).toArray();
+    const pending = await hooks
+      .find({ slot: { $exists: false } }, { projection: { company_id: 1 } })
+      .sort({ _id: 1 })
+      .toArray();
     for (const { _id, company_id } of pending) {
       for (;;) {
         const used = await HooksRepository.usedSlots(hooks, company_id);

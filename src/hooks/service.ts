@@ -153,7 +153,12 @@ export class HooksService {
 
   /** A page of the company's hooks in creation order. */
   list(actor: Actor, afterId: string | undefined, limit: number): Promise<HookDoc[]> {
-    return this.deps.hooks.list(actor.companyId, afterId, limit);
+    return this.listOf(actor.companyId, afterId, limit);
+  }
+
+  /** The same for the admin API, which names the company in its path. */
+  listOf(companyId: string, afterId: string | undefined, limit: number): Promise<HookDoc[]> {
+    return this.deps.hooks.list(companyId, afterId, limit);
   }
 
   async unsubscribe(actor: Actor, hookId: string): Promise<void> {
