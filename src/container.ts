@@ -79,7 +79,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     }),
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),
-    apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator }),
+    apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator, hooks: repos.hooks }),
     automations: new AutomationsService({
       automations: repos.automations,
       users: repos.users,
@@ -95,6 +95,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       pipelineExists: async (companyId, pipelineId) =>
         (await repos.pipelines.findCached(companyId, pipelineId)) !== null,
       maxHooksPerCompany: config.HOOK_MAX_PER_COMPANY,
+      apiKey: (companyId, keyId) => repos.apiKeys.findById(companyId, keyId),
       // A Redis outage surfaces as the add's rejection (503 on the web).
       enqueueDelivery: async (data, jobId) => void (await queues.deliveries.add('delivery', data, { jobId })),
     }),

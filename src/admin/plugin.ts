@@ -1,6 +1,7 @@
 import { apiKeysAdminRoutes } from '../auth/api-keys.admin-routes.js';
 import { automationsAdminRoutes } from '../automations/admin-routes.js';
 import { companiesAdminRoutes } from '../companies/admin-routes.js';
+import { hooksAdminRoutes } from '../hooks/admin-routes.js';
 import { answerUnknownRoute } from '../http/error-handler.js';
 import { pipelinesAdminRoutes } from '../pipelines/admin-routes.js';
 import { AppError } from '../shared/errors.js';
@@ -27,4 +28,5 @@ export const adminApi: FastifyPluginAsyncZod = async (app) => {
   await app.register(pipelinesAdminRoutes);
   await app.register(apiKeysAdminRoutes);
   await app.register(automationsAdminRoutes);
+  await app.register(hooksAdminRoutes);
 };

@@ -1,6 +1,7 @@
 import { NotFoundError, ValidationError } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import { generateApiKey } from './key-material.js';
+import type { HooksRepository } from '../hooks/repository.js';
 import type { UsersRepository } from '../users/repository.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 import type { createApiKeyBody } from './api-keys.schemas.js';
@@ -11,6 +12,8 @@ export interface ApiKeysServiceDeps {
   apiKeys: ApiKeysRepository;
   users: Pick<UsersRepository, 'findById'>;
   authenticator: Pick<ApiKeyAuthenticator, 'keyChanged'>;
+  /** The key's hooks are disabled with it (DECISIONS.md section 13.4). */
+  hooks: Pick<HooksRepository, 'disableForRevokedKey'>;
 }
 
 /** API keys as the admin API issues them: only the hash is stored, the key itself is shown once. */
@@ -48,9 +51,14 @@ export class ApiKeysService {
     return key;
   }
 
-  /** Revoked at once in this process; other processes hear of it over the change feed. */
+  /**
+   * Revoked at once in this process; other processes hear of it over the change feed. The hooks the key
+   * created are disabled in the same request, so their deliveries stop before the answer (revoking again
+   * repeats that, should the first attempt have failed after the key was marked).
+   */
   async revoke(companyId: string, keyId: string): Promise<void> {
     if (!(await this.deps.apiKeys.revoke(companyId, keyId))) throw new NotFoundError('API key');
+    await this.deps.hooks.disableForRevokedKey(companyId, keyId, new Date());
     await this.deps.authenticator.keyChanged(keyId);
   }
 }

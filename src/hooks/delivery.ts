@@ -1,9 +1,9 @@
 import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
+import { disabledState, type HookDoc, type HooksRepository } from './repository.js';
 import { DISABLE_AFTER_FAILING_MS, retryDelay, type RetryPolicy } from './retry-policy.js';
 import { signedHeaders, signingSecrets, webhookBody } from './signing.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';
-import type { HookDoc, HooksRepository } from './repository.js';
 import type { DeliveryError, SendResult, WebhookRequest } from './sender.js';
 import type { WebhookSecretsRepository } from './webhook-secrets.repository.js';
 
@@ -70,7 +70,7 @@ async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: D
   }
   const hook = context.hook ?? (await deps.hooks.findById(event.company_id, target.hook_id));
   if (!hook) return 'hook deleted';
-  if (hook.disabled_at) return 'hook disabled';
+  if (disabledState(hook, deps.now?.() ?? new Date())) return 'hook disabled';
   return {
     url: hook.target_url,
     secret: signingSecrets(hook, deps.now?.() ?? new Date()),

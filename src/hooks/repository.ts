@@ -30,10 +30,42 @@ export interface HookDoc {
   previous_secret?: string | null;
   previous_secret_expires_at?: Date | null;
   created_at: Date;
-  /** Set when deliveries failed for 5 days; fan-out skips the hook until it is re-enabled. */
+  /**
+   * The API key that subscribed the hook (DECISIONS.md section 13.4): revoking it disables the hook. Null on
+   * hooks stored before keys were recorded (never disabled for it); absent only until the start-up migration.
+   */
+  created_by_key_id?: string | null;
+  /** That key's `expires_at`, copied (a key's expiry never changes): from then on the hook is disabled. */
+  created_by_key_expires_at?: Date | null;
+  /**
+   * Per company, the hooks hold distinct slot numbers below HOOK_MAX_PER_COMPANY (unique index `company_slot`):
+   * the cap holds however many subscribes race. Hooks stored before slots get theirs at start.
+   */
+  slot?: number;
+  /** Set when deliveries failed for 5 days or the creating key was revoked; fan-out skips the hook meanwhile. */
   disabled_at: Date | null;
+  /** Why the hook is disabled; absent on hooks disabled before reasons were recorded (`failing`). */
+  disabled_reason?: HookDisabledReason | null;
   /** Start of the current run of failed attempts; null after any success. */
   failing_since: Date | null;
+}
+
+/** Why a hook is disabled: its deliveries failed for 5 days, or the key that created it was revoked or expired. */
+export const HOOK_DISABLED_REASONS = ['failing', 'key_revoked'] as const;
+export type HookDisabledReason = (typeof HOOK_DISABLED_REASONS)[number];
+
+/**
+ * Whether and why a hook is disabled at `now`. A hook whose creating key has expired is disabled from the
+ * key's `expires_at` on, judged here rather than written at that moment (nothing runs at a key's expiry).
+ */
+export function disabledState(
+  hook: Pick<HookDoc, 'disabled_at' | 'disabled_reason' | 'created_by_key_expires_at'>,
+  now: Date,
+): { reason: HookDisabledReason; at: Date } | null {
+  if (hook.disabled_at) return { reason: hook.disabled_reason ?? 'failing', at: hook.disabled_at };
+  const expiresAt = hook.created_by_key_expires_at;
+  if (expiresAt && expiresAt.getTime() <= now.getTime()) return { reason: 'key_revoked', at: expiresAt };
+  return null;
 }
 
 /** A hook's subscribed types, also for one stored with the single `event` of section 9. */
@@ -57,8 +89,29 @@ const INDEX_NOT_FOUND = 27;
 /** The index the fan-out's lookup of an event's hooks is served from. */
 export const HOOK_EVENTS_INDEX = 'company_events';
 
-/** Whether a created subscription was new or the same target and events existed already. */
-export type SubscribeResult = { created: HookDoc } | { existing: HookDoc };
+/** The index that gives each of a company's hooks its own slot number. */
+const HOOK_SLOT_INDEX = 'company_slot';
+/** Attempts at a free slot before giving up; each lost one means another subscribe took a slot meanwhile. */
+const SLOT_ATTEMPTS = 100;
+
+/**
+ * Whether a subscribe created the hook, found the same target and events there already, or found every slot
+ * below the cap taken.
+ */
+export type SubscribeResult = { created: HookDoc } | { existing: HookDoc } | { full: true };
+
+/** A duplicate key on `company_slot`: another hook took the slot first. */
+function isSlotTaken(error: MongoServerError): boolean {
+  const pattern = (error as { keyPattern?: Record<string, unknown> }).keyPattern;
+  return pattern ? 'slot' in pattern : error.message.includes(`index: ${HOOK_SLOT_INDEX}`);
+}
+
+/** The lowest slot number not in `used`. */
+function lowestFree(used: ReadonlySet<number>): number {
+  let slot = 0;
+  while (used.has(slot)) slot++;
+  return slot;
+}
 
 /**
  * The only code that touches `hooks`; every method is scoped by company. With a change feed, every
@@ -109,41 +162,113 @@ export class HooksRepository {
         if (!(error instanceof MongoServerError && error.code === INDEX_NOT_FOUND)) throw error;
       });
     }
-    return ensureCollectionIndexes(db, 'hooks', [
+    const rebuilt = await ensureCollectionIndexes(db, 'hooks', [
       // One subscription per (company, target, set of event types): a second one answers 409 hook_exists.
       { key: { company_id: 1, target_url: 1, events_key: 1 }, name: 'company_target_events', unique: true },
       // Fan-out: the hooks of one company subscribed to one type (or `*`), in creation order (multikey).
       { key: { company_id: 1, events: 1, _id: 1 }, name: HOOK_EVENTS_INDEX, migratable: true },
+      // HOOK_MAX_PER_COMPANY, exact under concurrency: no two hooks of a company hold the same slot.
+      {
+        key: { company_id: 1, slot: 1 },
+        name: HOOK_SLOT_INDEX,
+        unique: true,
+        partialFilterExpression: { slot: { $type: 'number' } },
+      },
     ]);
+    await HooksRepository.migrateCreators(hooks);
+    await HooksRepository.migrateSlots(hooks);
+    return rebuilt;
   }
 
   /**
-   * Creates the subscription; when the same target and event types exist already (the unique index
-   * says so, also under concurrent subscribes), that hook is returned instead.
+   * Hooks stored before their creating key was recorded (section 13.4): kept and listed with the key unknown
+   * (null), so no revocation ever disables them; a hook disabled then was disabled for failing.
    */
-  async subscribe(fresh: HookDoc): Promise<SubscribeResult> {
-    const { company_id, target_url } = fresh;
-    const events_key = eventsKey(eventsOf(fresh));
-    try {
-      await this.hooks.insertOne({ ...fresh, events: eventsOf(fresh), events_key });
-    } catch (error) {
-      if (!isDuplicateKeyError(error)) throw error;
-      const existing = await this.hooks.findOne({ company_id, target_url, events_key });
-      if (!existing) throw error; // deleted in between: the caller's retry creates it
-      return { existing };
+  private static async migrateCreators(hooks: Collection<HookDoc>): Promise<void> {
+    await hooks.updateMany(
+      { created_by_key_id: { $exists: false } },
+      { $set: { created_by_key_id: null, created_by_key_expires_at: null } },
+    );
+    await hooks.updateMany(
+      { disabled_reason: { $exists: false }, disabled_at: { $ne: null } },
+      { $set: { disabled_reason: 'failing' } },
+    );
+    await hooks.updateMany({ disabled_reason: { $exists: false } }, { $set: { disabled_reason: null } });
+  }
+
+  /**
+   * Hooks stored before slots get the lowest free slot of their company (which may be at or above the cap for
+   * a company that had more hooks than it; they stay). Safe with several processes starting at once: a slot
+   * is only set on a hook that has none, and the unique index refuses a slot taken meanwhile.
+   */
+  private static async migrateSlots(hooks: Collection<HookDoc>): Promise<void> {
+    const pending = await hooks
+      .find({ slot: { $exists: false } }, { projection: { company_id: 1 } })
+      .sort({ _id: 1 })
+      .toArray();
+    for (const { _id, company_id } of pending) {
+      for (;;) {
+        const used = await HooksRepository.usedSlots(hooks, company_id);
+        try {
+          await hooks.updateOne(
+            { _id, company_id, slot: { $exists: false } },
+            { $set: { slot: lowestFree(used.slots) } },
+          );
+          break;
+        } catch (error) {
+          if (!(isDuplicateKeyError(error) && isSlotTaken(error))) throw error;
+        }
+      }
     }
-    await this.announce(company_id);
-    return { created: fresh };
   }
 
-  /** The hook with this target and these event types (in any order), if there is one. */
-  findSame(companyId: string, targetUrl: string, events: readonly HookEvent[]): Promise<HookDoc | null> {
-    return this.hooks.findOne({ company_id: companyId, target_url: targetUrl, events_key: eventsKey(events) });
+  /** The slots a company's hooks hold, and how many hooks it has (those without a slot yet included). */
+  private static async usedSlots(
+    hooks: Collection<HookDoc>,
+    companyId: string,
+  ): Promise<{ slots: Set<number>; count: number }> {
+    const held = await hooks.find({ company_id: companyId }, { projection: { slot: 1 } }).toArray();
+    return {
+      slots: new Set(held.flatMap((hook) => (typeof hook.slot === 'number' ? [hook.slot] : []))),
+      count: held.length,
+    };
   }
 
-  /** How many hooks the company has, enabled or not (HOOK_MAX_PER_COMPANY counts them all). */
-  count(companyId: string): Promise<number> {
-    return this.hooks.countDocuments({ company_id: companyId });
+  /**
+   * Creates the subscription in a free slot below `maxHooks`; when the same target and event types exist
+   * already (the unique index says so, also under concurrent subscribes), that hook is returned instead.
+   *
+   * The cap is exact whatever runs at the same time: the insert itself claims a slot (unique per company), so
+   * of racing subscribes each gets a distinct slot or tries another one, and a subscribe is refused only
+   * when it read the company's hooks and found them at the cap.
+   */
+  async subscribe(fresh: Omit<HookDoc, 'slot'>, maxHooks: number): Promise<SubscribeResult> {
+    const { company_id, target_url } = fresh;
+    const events = eventsOf(fresh);
+    const events_key = eventsKey(events);
+    for (let attempt = 0; attempt < SLOT_ATTEMPTS; attempt++) {
+      const used = await HooksRepository.usedSlots(this.hooks, company_id);
+      const free = used.count >= maxHooks ? [] : [...Array(maxHooks).keys()].filter((slot) => !used.slots.has(slot));
+      if (free.length === 0) {
+        const existing = await this.hooks.findOne({ company_id, target_url, events_key });
+        return existing ? { existing } : { full: true };
+      }
+      // A random free slot: racing subscribes then rarely pick the same one.
+      const slot = free[Math.floor(Math.random() * free.length)]!;
+      const hook: HookDoc = { ...fresh, events, events_key, slot };
+      try {
+        await this.hooks.insertOne(hook);
+      } catch (error) {
+        if (!isDuplicateKeyError(error)) throw error;
+        if (isSlotTaken(error)) continue;
+        const existing = await this.hooks.findOne({ company_id, target_url, events_key });
+        if (!existing) continue; // deleted in between: try again
+        return { existing };
+      }
+      await this.announce(company_id);
+      return { created: hook };
+    }
+    throw new Error(`no free hook slot after ${SLOT_ATTEMPTS} attempts`);
   }
 
   /** In creation order (ids sort by creation time), a page at a time. */
@@ -175,7 +300,9 @@ export class HooksRepository {
       byType.set(event.type, matching);
       matching.catch(() => byType.delete(event.type));
     }
-    const hooks = await matching;
+    // A hook whose creating key has expired is disabled from that moment on (its stored state cannot say so).
+    const now = new Date();
+    const hooks = (await matching).filter((hook) => !disabledState(hook, now));
     if (!hooks.some((hook) => hook.filter)) return hooks;
     const pipelineId = await this.pipelineOfEvent(event);
     return hooks.filter((hook) => !hook.filter || hook.filter.pipeline_id === pipelineId);
@@ -220,14 +347,32 @@ export class HooksRepository {
     }
   }
 
+  /** Re-enables a hook disabled for failing; one disabled because its key was revoked stays disabled. */
   async reenable(companyId: string, hookId: string): Promise<HookDoc | null> {
     const hook = await this.hooks.findOneAndUpdate(
-      { company_id: companyId, _id: hookId },
-      { $set: { disabled_at: null, failing_since: null } },
+      { company_id: companyId, _id: hookId, disabled_reason: { $ne: 'key_revoked' } },
+      { $set: { disabled_at: null, disabled_reason: null, failing_since: null } },
       { returnDocument: 'after' },
     );
     await this.announce(companyId);
     return hook;
+  }
+
+  /**
+   * Disables every hook the key created (section 13.4), those disabled for failing included (so nothing
+   * re-enables them), and tells every process's fan-out at once. Returns how many were enabled until now.
+   */
+  async disableForRevokedKey(companyId: string, keyId: string, at: Date): Promise<number> {
+    const enabled = await this.hooks.updateMany(
+      { company_id: companyId, created_by_key_id: keyId, disabled_at: null },
+      { $set: { disabled_at: at, disabled_reason: 'key_revoked' } },
+    );
+    const failing = await this.hooks.updateMany(
+      { company_id: companyId, created_by_key_id: keyId, disabled_reason: { $ne: 'key_revoked' } },
+      { $set: { disabled_reason: 'key_revoked' } },
+    );
+    if (enabled.modifiedCount > 0 || failing.modifiedCount > 0) await this.announce(companyId);
+    return enabled.modifiedCount;
   }
 
   async recordSuccess(companyId: string, hookId: string): Promise<void> {
@@ -246,7 +391,7 @@ export class HooksRepository {
     );
     const disabled = await this.hooks.updateOne(
       { company_id: companyId, _id: hookId, disabled_at: null, failing_since: { $lte: disableIfFailingSince } },
-      { $set: { disabled_at: now } },
+      { $set: { disabled_at: now, disabled_reason: 'failing' } },
     );
     if (started.modifiedCount > 0 || disabled.modifiedCount > 0) await this.announce(companyId);
     return disabled.modifiedCount === 1;

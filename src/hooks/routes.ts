@@ -37,7 +37,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Subscribe a REST hook to one or more event types, optionally filtered to one pipeline',
         description:
-          'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks). The same target_url and event types again answer 409 hook_exists with that hook_id (re-enabled if it was disabled), never its secret. At most HOOK_MAX_PER_COMPANY (25) hooks per company.',
+          'Returns the signing secret once. Deliveries are Standard Webhooks signed POSTs of the event envelope (see webhooks). The same target_url and event types again answer 409 hook_exists with that hook_id (re-enabled if it was disabled), never its secret. At most HOOK_MAX_PER_COMPANY (25) hooks per company. Besides hooks:manage, task.* types need tasks:read, item.* types items:read and * both (403 insufficient_scope naming the missing one). The hook records the key that created it: revoking that key, or its expiry, disables the hook (disabled_reason key_revoked), and nothing re-enables it.',
         body: createHookBody,
         response: { 201: createdHookSchema },
       },
@@ -65,7 +65,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         (afterId, limit) => app.services.hooks.list(authOf(request), afterId, limit),
       );
       setNextPageHeaders(request, reply, page.nextCursor);
-      return page.rows.map(toHookResponse);
+      return page.rows.map((hook) => toHookResponse(hook));
     },
   );
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../events/envelope.js';
 import { isoTimestampOutput, toIso } from '../shared/time.js';
-import { eventsOf, type HookDoc, type HookEvent } from './repository.js';
+import { disabledState, eventsOf, HOOK_DISABLED_REASONS, type HookDoc, type HookEvent } from './repository.js';
 import { DELIVERY_ERRORS, KEPT_RESPONSE_BYTES, type DeliveryError } from './sender.js';
 import type { ListedAttempt } from './deliveries.repository.js';
 
@@ -14,6 +14,8 @@ const example = {
   events: ['task.created', 'task.completed'],
   filter: { pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d2' },
   created_at: '2026-11-20T08:00:00.000Z',
+  enabled: true,
+  disabled_reason: null,
   disabled_at: null,
 };
 
@@ -44,14 +46,24 @@ export const hookSchema = z
       .describe('The event types delivered, or ["*"] for every type'),
     filter: hookFilter.nullable().describe('Which events of those types are delivered; null for all of them'),
     created_at: isoTimestampOutput,
+    enabled: z.boolean().describe('Whether events are delivered to the hook'),
+    disabled_reason: z
+      .enum(HOOK_DISABLED_REASONS)
+      .nullable()
+      .describe(
+        'Why the hook is disabled, null while enabled: `failing` (every delivery failed for 5 days; subscribing ' +
+          'again, a test or a redelivery re-enables it) or `key_revoked` (the API key that created it was revoked ' +
+          'or expired; it stays disabled: delete it and subscribe again with a valid key)',
+      ),
     disabled_at: isoTimestampOutput
       .nullable()
-      .describe('Set when every delivery failed for 5 days; subscribing again or a redelivery re-enables the hook'),
+      .describe("When the hook was disabled (for `key_revoked` by expiry: the key's expires_at); null while enabled"),
   })
   .meta({ id: 'Hook', example });
 
 // Same fields as the entity, in the documented order, with the secret after `filter`.
-const { hook_id, target_url, event, events, filter, created_at, disabled_at } = hookSchema.shape;
+const { hook_id, target_url, event, events, filter, created_at, enabled, disabled_reason, disabled_at } =
+  hookSchema.shape;
 const secret = z.string().describe('Standard Webhooks signing secret (`whsec_...`)');
 export const createdHookSchema = z
   .object({
@@ -62,6 +74,8 @@ export const createdHookSchema = z
     filter,
     secret: secret.describe('Standard Webhooks signing secret (`whsec_...`); shown only here and on rotation'),
     created_at,
+    enabled,
+    disabled_reason,
     disabled_at,
   })
   .meta({ id: 'HookWithSecret', example: { ...example, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } });
@@ -214,9 +228,30 @@ export type DeliveryAttemptResponse = z.infer<typeof deliveryAttemptSchema>;
 export type RotatedSecretResponse = z.infer<typeof rotatedSecretSchema>;
 export type HookPingResponse = z.infer<typeof hookPingSchema>;
 
-/** The one mapping from a stored hook to its API shape; the secret and failure bookkeeping never leave. */
-export function toHookResponse(doc: HookDoc): HookResponse {
+/** The admin API's view of a hook: the subscriber's, with the key that created it. */
+export const adminHookSchema = hookSchema
+  .extend({
+    created_by_key_id: z
+      .string()
+      .nullable()
+      .describe(
+        'The API key that subscribed the hook (revoking it disables the hook); null for hooks older than that record',
+      ),
+  })
+  .meta({
+    id: 'AdminHook',
+    example: { ...example, created_by_key_id: 'key_6740b7a1c2d3e4f5a6b7c8d1' },
+  });
+
+export type AdminHookResponse = z.infer<typeof adminHookSchema>;
+
+/**
+ * The one mapping from a stored hook to its API shape; the secret and failure bookkeeping never leave. A hook
+ * whose creating key has expired shows as disabled (`key_revoked`) from the key's expiry on.
+ */
+export function toHookResponse(doc: HookDoc, now = new Date()): HookResponse {
   const events = eventsOf(doc);
+  const disabled = disabledState(doc, now);
   return {
     hook_id: doc._id,
     target_url: doc.target_url,
@@ -224,8 +259,14 @@ export function toHookResponse(doc: HookDoc): HookResponse {
     events,
     filter: doc.filter ? { pipeline_id: doc.filter.pipeline_id } : null,
     created_at: toIso(doc.created_at),
-    disabled_at: toIso(doc.disabled_at),
+    enabled: disabled === null,
+    disabled_reason: disabled?.reason ?? null,
+    disabled_at: disabled ? toIso(disabled.at) : null,
   };
+}
+
+export function toAdminHookResponse(doc: HookDoc, now = new Date()): AdminHookResponse {
+  return { ...toHookResponse(doc, now), created_by_key_id: doc.created_by_key_id ?? null };
 }
 
 /**

@@ -2,12 +2,15 @@ import { HOOK_PING, type WebhookEnvelope } from '../events/envelope.js';
 import {
   HookExistsError,
   HookLimitReachedError,
+  InsufficientScopeError,
   NotFoundError,
+  UnauthorizedError,
   UnavailableError,
   ValidationError,
   type FieldProblem,
 } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
+import { missingReadScope } from './event-scopes.js';
 import { hookDeliveryJobId } from './fanout.js';
 import {
   requestedEvents,
@@ -20,7 +23,8 @@ import {
   type RotatedSecretResponse,
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
-import type { Actor } from '../auth/authenticator.js';
+import type { ApiKeyDoc } from '../auth/api-keys.repository.js';
+import type { Actor, AuthContext } from '../auth/authenticator.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
@@ -40,6 +44,8 @@ export interface HooksServiceDeps {
   pipelineExists(companyId: string, pipelineId: string): Promise<boolean>;
   /** HOOK_MAX_PER_COMPANY. */
   maxHooksPerCompany: number;
+  /** The API key a subscribe acts with, as stored now (its revocation and expiry). */
+  apiKey(companyId: string, keyId: string): Promise<Pick<ApiKeyDoc, 'revoked_at' | 'expires_at'> | null>;
   enqueueDelivery(data: DeliveryJob, jobId: string): Promise<void>;
 }
 
@@ -71,57 +77,105 @@ export class HooksService {
 
   /**
    * Creates the subscription and shows its secret, this once. The same target and event types again
-   * answer 409 hook_exists with that hook's id (re-enabled if it was disabled), never its secret.
+   * answer 409 hook_exists with that hook's id (re-enabled if it was disabled for failing), never its secret.
    *
-   * The per-company cap is checked after the insert as well as before: of concurrent subscribes that
-   * together pass the cap, each sees the others' inserts in its count and backs out, so the company
-   * never keeps more than the cap (a race at the cap can refuse both; a retry then gets one in).
+   * The key needs the read scope of every subscribed type (section 13.4), and the hook records it: revoking
+   * the key disables the hook, and so does its expiry. A revocation that lands while the hook is being stored
+   * is caught by reading the key again after the insert (the revocation then either sees the hook or is seen).
+   * The per-company cap is exact under concurrency (see HooksRepository.subscribe).
    */
-  async subscribe(actor: Actor, body: CreateHookBody): Promise<CreatedHookResponse> {
-    const companyId = actor.companyId;
-    ValidationError.throwIfAny(await this.referenceProblems(companyId, body));
+  async subscribe(
+    auth: Pick<AuthContext, 'companyId' | 'keyId' | 'scopes'>,
+    body: CreateHookBody,
+  ): Promise<CreatedHookResponse> {
+    const companyId = auth.companyId;
     const events = requestedEvents(body);
+    const missing = missingReadScope(events, auth.scopes);
+    if (missing) throw new InsufficientScopeError(missing);
+    ValidationError.throwIfAny(await this.referenceProblems(companyId, body));
+    const key = await this.usableKey(companyId, auth.keyId);
     const max = this.deps.maxHooksPerCompany;
-    if ((await this.deps.hooks.count(companyId)) >= max) {
-      const same = await this.deps.hooks.findSame(companyId, body.target_url, events);
-      if (same) return this.exists(same);
-      throw new HookLimitReachedError(max);
-    }
-    const result = await this.deps.hooks.subscribe({
-      _id: newId('hook'),
-      company_id: companyId,
-      target_url: body.target_url,
-      event: events[0],
-      events,
-      filter: body.filter ? { pipeline_id: body.filter.pipeline_id } : null,
-      secret: newWebhookSecret(),
-      created_at: new Date(),
-      disabled_at: null,
-      failing_since: null,
-    });
+    const result = await this.deps.hooks.subscribe(
+      {
+        _id: newId('hook'),
+        company_id: companyId,
+        target_url: body.target_url,
+        event: events[0],
+        events,
+        filter: body.filter ? { pipeline_id: body.filter.pipeline_id } : null,
+        secret: newWebhookSecret(),
+        created_at: new Date(),
+        created_by_key_id: auth.keyId,
+        created_by_key_expires_at: key.expires_at,
+        disabled_at: null,
+        disabled_reason: null,
+        failing_since: null,
+      },
+      max,
+    );
+    if ('full' in result) throw new HookLimitReachedError(max);
     if ('existing' in result) return this.exists(result.existing);
     const hook = result.created;
-    if ((await this.deps.hooks.count(companyId)) > max) {
+    try {
+      await this.usableKey(companyId, auth.keyId);
+    } catch (error) {
       await this.deps.hooks.delete(companyId, hook._id);
-      throw new HookLimitReachedError(max);
+      throw error;
     }
-    const { hook_id, target_url, event, filter, created_at, disabled_at } = toHookResponse(hook);
-    return { hook_id, target_url, event, events, filter, secret: hook.secret, created_at, disabled_at };
+    const { hook_id, target_url, event, filter, created_at, enabled, disabled_reason, disabled_at } =
+      toHookResponse(hook);
+    return {
+      hook_id,
+      target_url,
+      event,
+      events,
+      filter,
+      secret: hook.secret,
+      created_at,
+      enabled,
+      disabled_reason,
+      disabled_at,
+    };
+  }
+
+  /** The acting key, unless it was revoked since its request was authenticated (the check may be cached). */
+  private async usableKey(companyId: string, keyId: string): Promise<Pick<ApiKeyDoc, 'revoked_at' | 'expires_at'>> {
+    const key = await this.deps.apiKey(companyId, keyId);
+    if (!key || key.revoked_at) throw new UnauthorizedError('The API key has been revoked');
+    return key;
   }
 
   private async exists(hook: HookDoc): Promise<never> {
-    if (hook.disabled_at) await this.deps.hooks.reenable(hook.company_id, hook._id); // subscribing again re-enables (section 9)
+    // Subscribing again re-enables (section 9), unless the hook's key was revoked (reenable leaves that one).
+    if (hook.disabled_at) await this.deps.hooks.reenable(hook.company_id, hook._id);
     throw new HookExistsError(hook._id);
   }
 
   /** A page of the company's hooks in creation order. */
   list(actor: Actor, afterId: string | undefined, limit: number): Promise<HookDoc[]> {
-    return this.deps.hooks.list(actor.companyId, afterId, limit);
+    return this.listOf(actor.companyId, afterId, limit);
+  }
+
+  /** The same for the admin API, which names the company in its path. */
+  listOf(companyId: string, afterId: string | undefined, limit: number): Promise<HookDoc[]> {
+    return this.deps.hooks.list(companyId, afterId, limit);
   }
 
   async unsubscribe(actor: Actor, hookId: string): Promise<void> {
-    if (!(await this.deps.hooks.delete(actor.companyId, hookId))) throw new NotFoundError('Hook');
-    await this.deps.deliveries.deleteForHook(actor.companyId, hookId);
+    await this.remove(actor.companyId, hookId);
+  }
+
+  /** One hook of the company (the admin API's view; also of a disabled one). */
+  async get(companyId: string, hookId: string): Promise<HookDoc> {
+    const hook = await this.deps.hooks.findById(companyId, hookId);
+    if (!hook) throw new NotFoundError('Hook');
+    return hook;
+  }
+
+  /** Deletes the hook and its delivery records; 404 when the company has no such hook. */
+  async remove(companyId: string, hookId: string): Promise<void> {
+    if (!(await this.deps.hooks.delete(companyId, hookId))) throw new NotFoundError('Hook');
+    await this.deps.deliveries.deleteForHook(companyId, hookId);
   }
 
   async recentAttempts(actor: Actor, hookId: string): Promise<DeliveryAttemptResponse[]> {
@@ -187,9 +241,7 @@ export class HooksService {
     }
   }
 
-  private async find(actor: Actor, hookId: string): Promise<HookDoc> {
-    const hook = await this.deps.hooks.findById(actor.companyId, hookId);
-    if (!hook) throw new NotFoundError('Hook');
-    return hook;
+  private find(actor: Actor, hookId: string): Promise<HookDoc> {
+    return this.get(actor.companyId, hookId);
   }
 }

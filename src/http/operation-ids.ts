@@ -49,6 +49,9 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'DELETE /v1/admin/companies/{company_id}/automations/{automation_id}': 'deleteAutomation',
   'GET /v1/admin/companies/{company_id}/automation-webhook-secret': 'getAutomationWebhookSecret',
   'GET /v1/admin/companies/{company_id}/automation-runs': 'listAutomationRuns',
+  'GET /v1/admin/companies/{company_id}/hooks': 'listCompanyHooks',
+  'GET /v1/admin/companies/{company_id}/hooks/{hook_id}': 'getCompanyHook',
+  'DELETE /v1/admin/companies/{company_id}/hooks/{hook_id}': 'deleteCompanyHook',
   'GET /v1/admin/openapi.json': 'getAdminOpenApiDocument',
 };
 

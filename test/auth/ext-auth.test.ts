@@ -59,8 +59,8 @@ describe.each(EXT_ROUTES)('$method $scope route', (route) => {
     expect(body.required_scope).toBe(route.scope);
   });
 
-  it(`lets a key with only ${route.scope} through`, async () => {
-    const key = await createKey(t.app, tenant.companyId, tenant.userId, [route.scope]);
+  it(`lets a key with only ${route.scope} (and what its body needs) through`, async () => {
+    const key = await createKey(t.app, tenant.companyId, tenant.userId, [route.scope, ...(route.bodyScopes ?? [])]);
     const response = await call(key.key);
     expect([401, 402, 403]).not.toContain(response.statusCode);
     expect(response.statusCode).toBeLessThan(500);

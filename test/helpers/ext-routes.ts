@@ -6,6 +6,8 @@ export interface ExtRouteCase {
   scope: string;
   url(tenant: Tenant): string;
   body?(tenant: Tenant): unknown;
+  /** Scopes the body needs besides `scope`: a hook's events need their read scopes (DECISIONS.md 13.4). */
+  bodyScopes?: string[];
 }
 
 /** Every `/v1/ext/` route with the scope it needs; the auth matrix test walks this list. */
@@ -46,6 +48,7 @@ export const EXT_ROUTES: ExtRouteCase[] = [
     scope: 'hooks:manage',
     url: () => '/hooks',
     body: (t) => ({ target_url: `${t.hookBaseUrl ?? 'https://hooks.example.com'}/matrix`, event: '*' }),
+    bodyScopes: ['tasks:read', 'items:read'],
   },
   { method: 'GET', scope: 'hooks:manage', url: () => '/hooks' },
   { method: 'GET', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}/deliveries` },

@@ -188,5 +188,7 @@ export const CREATED_HOOK_KEYS = [
   'filter',
   'secret',
   'created_at',
+  'enabled',
+  'disabled_reason',
   'disabled_at',
 ];

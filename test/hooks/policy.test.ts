@@ -164,7 +164,9 @@ describe('a hook that keeps failing', () => {
 
     const listed = (await ext(t.app, tenant.key, 'GET', '/hooks')).json();
     const { secret: _secret, ...shown } = hook;
-    expect(listed).toEqual([{ ...shown, disabled_at: fiveDaysOn.toISOString() }]);
+    expect(listed).toEqual([
+      { ...shown, enabled: false, disabled_reason: 'failing', disabled_at: fiveDaysOn.toISOString() },
+    ]);
     const attempts = (await ext(t.app, tenant.key, 'GET', `/hooks/${hook.hook_id}/deliveries`)).json();
     expect(attempts.map((a: { attempt: number }) => a.attempt)).toEqual([5, 4, 3, 2, 1]);
 

@@ -345,13 +345,38 @@ describe('concurrent upserts', () => {
       }) as unknown as HookDoc;
     const repositories = [new HooksRepository(names.a), new HooksRepository(names.b)] as const;
     const hooks = await Promise.all(
-      Array.from({ length: 6 }, (_, n) => (n % 2 ? repositories[1] : repositories[0]).subscribe(hook(n))),
+      Array.from({ length: 6 }, (_, n) => (n % 2 ? repositories[1] : repositories[0]).subscribe(hook(n), 25)),
     );
     // One insert wins; every other subscribe finds that hook (the service answers 409 hook_exists with it).
     expect(hooks.filter((result) => 'created' in result)).toHaveLength(1);
-    const ids = hooks.map((result) => ('created' in result ? result.created._id : result.existing._id));
+    const ids = hooks.map((result) =>
+      'created' in result ? result.created._id : 'existing' in result ? result.existing._id : 'full',
+    );
     expect(new Set(ids).size).toBe(1);
     expect(await names.a.collection('hooks').countDocuments()).toBe(1);
+  });
+
+  it('hook subscribe: concurrent subscriptions from two processes keep exactly the cap (each a slot of its own)', async () => {
+    const names = freshDb();
+    await HooksRepository.ensureIndexes(names.a);
+    const hook = (n: number): HookDoc =>
+      ({
+        _id: `hk_${n}`,
+        company_id: 'c',
+        target_url: `http://127.0.0.1:9/hook/${n}`,
+        event: '*',
+        disabled_at: null,
+        failing_since: null,
+        created_at: at(n),
+      }) as unknown as HookDoc;
+    const repositories = [new HooksRepository(names.a), new HooksRepository(names.b)] as const;
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, n) => (n % 2 ? repositories[1] : repositories[0]).subscribe(hook(n), 10)),
+    );
+    expect(results.filter((result) => 'created' in result)).toHaveLength(10);
+    expect(results.filter((result) => 'full' in result)).toHaveLength(6);
+    const stored = await names.a.collection('hooks').find({}).toArray();
+    expect(stored.map((doc) => doc.slot as number).sort((x, y) => x - y)).toEqual([...Array(10).keys()]);
   });
 
   it('automation runs: of concurrent starts of one run exactly one starts it (the loser gets E11000: null)', async () => {

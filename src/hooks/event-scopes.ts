@@ -1,0 +1,19 @@
+import type { Scope } from '../auth/scopes.js';
+import type { HookEvent } from './repository.js';
+
+/**
+ * The read scopes a hook's event type needs besides `hooks:manage` (DECISIONS.md section 13.4, the events
+ * feed's rule of 12.1): a hook must not deliver what its key could not read. Other types (`hook.ping`, ...)
+ * need none.
+ */
+export function readScopesOf(type: HookEvent): Scope[] {
+  if (type === '*') return ['tasks:read', 'items:read'];
+  if (type.startsWith('task.')) return ['tasks:read'];
+  if (type.startsWith('item.')) return ['items:read'];
+  return [];
+}
+
+/** The first read scope these event types need that `scopes` lacks, in the order the types were given. */
+export function missingReadScope(events: readonly HookEvent[], scopes: ReadonlySet<Scope>): Scope | undefined {
+  return events.flatMap(readScopesOf).find((scope) => !scopes.has(scope));
+}
