@@ -127,6 +127,8 @@ const envSchema = z.object({
   EVENTS_RETENTION_DAYS: positiveInt.max(3_650).default(30),
   /** How often the relay checks whether Redis lost work MongoDB says is unfinished (DECISIONS.md 12.1). */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  /** The event sequencer's lease (DECISIONS.md 13.1): how soon another process takes over from one that died. */
+  SEQUENCER_LEASE_MS: z.coerce.number().int().min(500).max(600_000).default(5_000),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** `npm run dev` only: where the admin token and demo key are kept between restarts, and pinned ports. */
   DEV_STATE_DIR: z.string().min(1).default('.dev'),

@@ -1,10 +1,10 @@
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
-import { EventFeed } from './events/feed.js';
 import { FeedWaiters } from './events/feed-waiters.js';
-import { SequencerStore } from './events/sequencer-store.js';
+import { EventFeed } from './events/feed.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
+import { SequencerStore } from './events/sequencer-store.js';
 import { HooksService } from './hooks/service.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { ItemsService } from './items/service.js';

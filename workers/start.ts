@@ -75,7 +75,10 @@ export function createWorkerContext(options: WorkerOptions): WorkerContext & { c
     resolver: options.resolver,
     // Events the roles cause (automation actions, task.overdue) are published like the API's.
     publisher: (events) =>
-      new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, { eventStore: events }),
+      new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
+        eventStore: events,
+        sequencerLeaseMs: config.SEQUENCER_LEASE_MS,
+      }),
   });
   return {
     ...options,

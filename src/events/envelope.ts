@@ -33,10 +33,7 @@ export type Changes = Record<string, { from: unknown; to: unknown }>;
  * action, the admin API, or time (`task.overdue`). Lets a two-way sync leave out its own echo.
  */
 export type EventActor =
-  | { type: 'api_key'; id: string }
-  | { type: 'automation'; id: string }
-  | { type: 'admin' }
-  | { type: 'system' };
+  { type: 'api_key'; id: string } | { type: 'automation'; id: string } | { type: 'admin' } | { type: 'system' };
 
 export const SYSTEM_ACTOR: EventActor = { type: 'system' };
 export const ADMIN_ACTOR: EventActor = { type: 'admin' };
@@ -85,13 +82,25 @@ export function webhookSchemaId(type: WebhookEventType): string {
 /** What a webhook carries: a company event, or a hook's test ping (same envelope). */
 export type WebhookEnvelope = Omit<EventEnvelope, 'type'> & { type: WebhookEventType };
 
+/** A company's feed position: what `sequence` holds and `after=` takes. */
+export const MAX_SEQUENCE = 2 ** 31 - 1;
+export const sequenceSchema = z
+  .number()
+  .int()
+  .min(1)
+  .max(MAX_SEQUENCE)
+  .describe(
+    "The event's position in its company's feed, strictly increasing in the order events become readable (gaps allowed)",
+  )
+  .meta({ example: 1042 });
+
 export const eventEnvelopeSchema = z
   .object({
     event_id: z.string(),
     type: z.enum(EVENT_TYPES),
     company_id: z.string(),
     occurred_at: z.string(),
-    sequence: z.number().int().describe('The event\'s position in its company\'s feed, strictly increasing (gaps allowed)'),
+    sequence: sequenceSchema,
     actor: eventActorSchema,
     data: z.record(z.string(), z.unknown()),
     changes: z.record(z.string(), z.object({ from: z.unknown(), to: z.unknown() })).optional(),

@@ -7,7 +7,7 @@ interface Waiter {
   companyId: string;
   /** The company's readable position the waiter has already read up to. */
   known: number;
-  wake(): void;
+  wake: () => void;
 }
 
 /**
@@ -56,7 +56,8 @@ export class FeedWaiters {
   }
 
   private wake(companyId: string | undefined): void {
-    for (const waiter of [...this.waiters]) if (companyId === undefined || waiter.companyId === companyId) waiter.wake();
+    for (const waiter of [...this.waiters])
+      if (companyId === undefined || waiter.companyId === companyId) waiter.wake();
   }
 
   private ensureFallback(): void {

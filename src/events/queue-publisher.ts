@@ -11,8 +11,8 @@ import { withTimeout } from '../shared/time.js';
 import { inPublishSpan } from '../telemetry/events.js';
 import { clearPublished, eventBytes } from './outbox.js';
 import { EventsRepository, type EventConsumer } from './repository.js';
-import { EventSequencer } from './sequencer.js';
 import { SequencerStore } from './sequencer-store.js';
+import { EventSequencer } from './sequencer.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
 import type { EventEnvelope } from './envelope.js';
@@ -115,7 +115,7 @@ export class QueueEventPublisher implements EventPublisher {
     documents: Array<{ documentId: string; companyId?: string; events: EventEnvelope[] }>,
   ): Promise<void> {
     const events = documents.flatMap((document) => document.events);
-    await inPublishSpan(events, () => this.move(collection, documents, events));
+    await inPublishSpan(events, () => this.move(collection, documents, events), 'outbox move');
     this.sequencer.wake();
   }
 
@@ -130,7 +130,14 @@ export class QueueEventPublisher implements EventPublisher {
       documents.flatMap(({ documentId, companyId, events: moved }) => {
         const company = companyId ?? moved[0]?.company_id;
         return company && moved.length > 0
-          ? [{ documentId, companyId: company, eventIds: moved.map((event) => event.event_id), bytes: eventBytes(moved) }]
+          ? [
+              {
+                documentId,
+                companyId: company,
+                eventIds: moved.map((event) => event.event_id),
+                bytes: eventBytes(moved),
+              },
+            ]
           : [];
       }),
     );
@@ -140,7 +147,11 @@ export class QueueEventPublisher implements EventPublisher {
   private async enqueueBatches(batches: PlannedBatch[]): Promise<boolean> {
     if (!this.isConnected()) return false;
     try {
-      await publishEventBatches(this.producer, batches);
+      // In the events' trace (the request that caused them), so the consumers' jobs continue it.
+      await inPublishSpan(
+        batches.flatMap((batch) => batch.events),
+        () => publishEventBatches(this.producer, batches),
+      );
       return true;
     } catch (error) {
       this.logger.debug({ err: error, batches: batches.length }, 'queues did not take the events');

@@ -176,16 +176,19 @@ export class EventsRepository {
    */
   async assignSequences(assignments: SequenceAssignment[], queued: boolean): Promise<void> {
     if (assignments.length === 0) return;
+    const unset: UpdateFilter<EventDoc>['$unset'] = queued ? { unsequenced: '', unqueued: '' } : { unsequenced: '' };
     await this.events.bulkWrite(
-      assignments.map(({ event, sequence, publishJob }) => ({
-        updateOne: {
-          filter: { company_id: event.company_id, _id: event.event_id, unsequenced: true },
-          update: {
-            $set: { sequence, 'event.sequence': sequence, ...(publishJob ? { publish_job: publishJob } : {}) },
-            $unset: queued ? { unsequenced: '', unqueued: '' } : { unsequenced: '' },
-          } as UpdateFilter<EventDoc>,
-        },
-      })),
+      assignments.map(({ event, sequence, publishJob }) => {
+        const set: UpdateFilter<EventDoc>['$set'] = publishJob
+          ? { sequence, 'event.sequence': sequence, publish_job: publishJob }
+          : { sequence, 'event.sequence': sequence };
+        return {
+          updateOne: {
+            filter: { company_id: event.company_id, _id: event.event_id, unsequenced: true as const },
+            update: { $set: set, $unset: unset },
+          },
+        };
+      }),
       { ordered: false },
     );
   }

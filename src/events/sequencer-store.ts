@@ -67,7 +67,9 @@ export class SequencerStore {
         { $set: { holder, expires_at: new Date(now.getTime() + leaseMs) }, $inc: { epoch: 1 } },
         { upsert: true, returnDocument: 'after' },
       );
-      return lease ? { epoch: lease.epoch, plan: lease.plan ?? null, legacyMarked: lease.legacy_marked === true } : null;
+      return lease
+        ? { epoch: lease.epoch, plan: lease.plan ?? null, legacyMarked: lease.legacy_marked === true }
+        : null;
     } catch (error) {
       // Held by another (the upsert met the existing document): not ours.
       if (isDuplicateKeyError(error)) return null;
@@ -129,9 +131,7 @@ export class SequencerStore {
   /** The readable positions of several companies, in one query. */
   async readableOfMany(companyIds: string[]): Promise<Map<string, number>> {
     if (companyIds.length === 0) return new Map();
-    const docs = await this.sequences
-      .find({ _id: { $in: companyIds } }, { projection: { readable: 1 } })
-      .toArray();
+    const docs = await this.sequences.find({ _id: { $in: companyIds } }, { projection: { readable: 1 } }).toArray();
     return new Map(docs.map((doc) => [doc._id, doc.readable]));
   }
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import {
   eventActorSchema,
   HOOK_PING,
+  sequenceSchema,
   WEBHOOK_EVENT_TYPES,
   webhookSchemaId,
   type WebhookEnvelope,
@@ -66,10 +67,9 @@ function payloadSchema(type: WebhookEventType) {
       ...(kind === 'ping'
         ? {}
         : {
-            sequence: z
-              .number()
-              .int()
-              .describe("The event's position in the company's events feed: read on from it with GET /v1/ext/events?after="),
+            sequence: sequenceSchema.describe(
+              "The event's position in the company's events feed: read on from it with GET /v1/ext/events?after=",
+            ),
           }),
       actor: eventActorSchema,
       data: DATA_SCHEMAS[kind].describe(DATA_DESCRIPTIONS[kind]),

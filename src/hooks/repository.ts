@@ -10,7 +10,9 @@ export type HookEvent = EventType | '*';
 /** Which events of the subscribed types a hook gets (DECISIONS.md section 12.2). */
 export interface HookFilter {
   /** Item events of this pipeline, and task events whose item is in it. */
-  pipeline_id: string;
+  pipeline_id?: string;
+  /** Leave out events these API keys of the company caused (a two-way sync's own echo, section 13.1). */
+  exclude_actors?: string[];
 }
 
 export interface HookDoc {
@@ -291,7 +293,7 @@ export class HooksRepository {
    * The hooks an event fans out to: enabled, subscribed to its type or to `*` (index `company_events`,
    * so only those are read), and whose filter, if any, it passes; in creation order.
    */
-  async enabledFor(event: Pick<EventEnvelope, 'company_id' | 'type' | 'data'>): Promise<HookDoc[]> {
+  async enabledFor(event: Pick<EventEnvelope, 'company_id' | 'type' | 'data' | 'actor'>): Promise<HookDoc[]> {
     const companyId = event.company_id;
     const byType = await this.matchingByCompany.get(companyId, async () => new Map());
     let matching = byType.get(event.type);
@@ -302,10 +304,13 @@ export class HooksRepository {
     }
     // A hook whose creating key has expired is disabled from that moment on (its stored state cannot say so).
     const now = new Date();
-    const hooks = (await matching).filter((hook) => !disabledState(hook, now));
-    if (!hooks.some((hook) => hook.filter)) return hooks;
+    const causedBy = event.actor?.type === 'api_key' ? event.actor.id : undefined;
+    const hooks = (await matching).filter(
+      (hook) => !disabledState(hook, now) && !(causedBy && hook.filter?.exclude_actors?.includes(causedBy)),
+    );
+    if (!hooks.some((hook) => hook.filter?.pipeline_id)) return hooks;
     const pipelineId = await this.pipelineOfEvent(event);
-    return hooks.filter((hook) => !hook.filter || hook.filter.pipeline_id === pipelineId);
+    return hooks.filter((hook) => !hook.filter?.pipeline_id || hook.filter.pipeline_id === pipelineId);
   }
 
   /** The enabled hooks of a company subscribed to `type` or `*`, in creation order: served by HOOK_EVENTS_INDEX. */

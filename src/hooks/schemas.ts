@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../events/envelope.js';
 import { isoTimestampOutput, toIso } from '../shared/time.js';
-import { disabledState, eventsOf, HOOK_DISABLED_REASONS, type HookDoc, type HookEvent } from './repository.js';
+import {
+  disabledState,
+  eventsOf,
+  HOOK_DISABLED_REASONS,
+  type HookDoc,
+  type HookEvent,
+  type HookFilter,
+} from './repository.js';
 import { DELIVERY_ERRORS, KEPT_RESPONSE_BYTES, type DeliveryError } from './sender.js';
 import type { ListedAttempt } from './deliveries.repository.js';
 
@@ -23,13 +30,23 @@ const example = {
 export const MAX_HOOK_EVENTS = 10;
 
 const hookEvent = z.enum(HOOK_EVENTS);
+/** At most this many keys a hook leaves out the events of. */
+export const MAX_EXCLUDED_ACTORS = 25;
+
 const hookFilter = z
   .strictObject({
     pipeline_id: z
       .string()
       .min(1)
       .max(100)
+      .optional()
       .describe('Only item events of this pipeline, and task events whose item is in it'),
+    exclude_actors: z
+      .array(z.string().min(1).max(100))
+      .min(1)
+      .max(MAX_EXCLUDED_ACTORS)
+      .optional()
+      .describe("Leave out events these API keys (key_ids of the company) caused: a two-way sync's own echo"),
   })
   .describe('Which events of the subscribed types are delivered');
 
@@ -257,7 +274,7 @@ export function toHookResponse(doc: HookDoc, now = new Date()): HookResponse {
     target_url: doc.target_url,
     event: events[0] ?? doc.event,
     events,
-    filter: doc.filter ? { pipeline_id: doc.filter.pipeline_id } : null,
+    filter: doc.filter ? filterOf(doc.filter) : null,
     created_at: toIso(doc.created_at),
     enabled: disabled === null,
     disabled_reason: disabled?.reason ?? null,
@@ -300,5 +317,13 @@ export function toAttemptResponse(attempt: ListedAttempt): DeliveryAttemptRespon
     attempted_at: toIso(attempt.attempted_at),
     status_code: attempt.status_code,
     next_retry_at: nextAttemptAt,
+  };
+}
+
+/** A hook's filter as stored and shown: only the parts it has. */
+export function filterOf(filter: HookFilter): HookFilter {
+  return {
+    ...(filter.pipeline_id !== undefined ? { pipeline_id: filter.pipeline_id } : {}),
+    ...(filter.exclude_actors?.length ? { exclude_actors: [...filter.exclude_actors] } : {}),
   };
 }

@@ -13,6 +13,7 @@ import { newId } from '../shared/ids.js';
 import { missingReadScope } from './event-scopes.js';
 import { hookDeliveryJobId } from './fanout.js';
 import {
+  filterOf,
   requestedEvents,
   toAttemptResponse,
   toHookResponse,
@@ -28,7 +29,7 @@ import type { Actor, AuthContext } from '../auth/authenticator.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
-import type { HookDoc, HooksRepository } from './repository.js';
+import type { HookDoc, HookFilter, HooksRepository } from './repository.js';
 import type { TargetGuard } from './target-guard.js';
 
 /** How many of a hook's latest attempts the deliveries route shows. */
@@ -62,17 +63,26 @@ export class HooksService {
   /** What a well-formed subscription may still get wrong: an internal target, a pipeline not of this company. */
   async referenceProblems(
     companyId: string,
-    body: { target_url?: string; filter?: { pipeline_id: string } },
+    body: { target_url?: string; filter?: HookFilter },
   ): Promise<FieldProblem[]> {
+    const pipelineId = body.filter?.pipeline_id;
     const pipelineProblem = async (): Promise<FieldProblem[]> =>
-      body.filter && !(await this.deps.pipelineExists(companyId, body.filter.pipeline_id))
+      pipelineId !== undefined && !(await this.deps.pipelineExists(companyId, pipelineId))
         ? [{ path: 'filter.pipeline_id', message: 'is not a pipeline of this company' }]
         : [];
-    const [target, pipeline] = await Promise.all([
+    const actorProblems = async (): Promise<FieldProblem[]> => {
+      const keys = body.filter?.exclude_actors ?? [];
+      const known = await Promise.all(keys.map(async (keyId) => (await this.deps.apiKey(companyId, keyId)) !== null));
+      return keys.flatMap((keyId, index) =>
+        known[index] ? [] : [{ path: `filter.exclude_actors.${index}`, message: 'is not an API key of this company' }],
+      );
+    };
+    const [target, pipeline, actors] = await Promise.all([
       body.target_url === undefined ? [] : this.targetProblems(body.target_url),
       pipelineProblem(),
+      actorProblems(),
     ]);
-    return [...target, ...pipeline];
+    return [...target, ...pipeline, ...actors];
   }
 
   /**
@@ -102,7 +112,7 @@ export class HooksService {
         target_url: body.target_url,
         event: events[0],
         events,
-        filter: body.filter ? { pipeline_id: body.filter.pipeline_id } : null,
+        filter: body.filter ? filterOf(body.filter) : null,
         secret: newWebhookSecret(),
         created_at: new Date(),
         created_by_key_id: auth.keyId,

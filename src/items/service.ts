@@ -216,7 +216,9 @@ export class ItemsService {
       updated_at: now,
     };
     const response = toItemResponse(doc, pipeline);
-    const events = [buildCompanyEvent('item.created', actor.companyId, response, { actor: actor.cause, occurredAt: now })];
+    const events = [
+      buildCompanyEvent('item.created', actor.companyId, response, { actor: actor.cause, occurredAt: now }),
+    ];
     return { doc: { ...doc, ...outboxOnInsert(events) }, response, events };
   }
 
@@ -383,7 +385,12 @@ export class ItemsService {
       name_words: nameWords(next.name),
     };
     const events = [
-      buildCompanyEvent('item.updated', actor.companyId, after, { actor: actor.cause, changes: diff, occurredAt: now, depth }),
+      buildCompanyEvent('item.updated', actor.companyId, after, {
+        actor: actor.cause,
+        changes: diff,
+        occurredAt: now,
+        depth,
+      }),
     ];
     const saved = await this.deps.items.updateIfVersion(
       actor.companyId,

@@ -188,7 +188,9 @@ export class TasksService {
       const before = toTaskResponse(current);
       if (ifMatch !== undefined && !ifMatchAccepts(ifMatch, taskEtag(before))) throw new PreconditionFailedError();
       const now = new Date();
-      const events = [buildCompanyEvent('task.deleted', actor.companyId, before, { actor: actor.cause, occurredAt: now })];
+      const events = [
+        buildCompanyEvent('task.deleted', actor.companyId, before, { actor: actor.cause, occurredAt: now }),
+      ];
       if (!(await this.deps.tasks.archive(actor.companyId, current, now, events))) return null;
       this.deps.publisher.publishRecorded('tasks', taskId, events);
       return true;

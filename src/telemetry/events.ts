@@ -44,7 +44,12 @@ const tracer = trace.getTracer('pipeline-records');
  * other sampled ones (at most 32), but runs outside it: a sampled request's trace never records the
  * queueing of other requests' events, tens of spans per batch. Their jobs carry each event's own context.
  */
-export async function inPublishSpan<T>(events: EventTraceContext[], fn: () => Promise<T>): Promise<T> {
+export async function inPublishSpan<T>(
+  events: EventTraceContext[],
+  fn: () => Promise<T>,
+  /** `outbox publish` (the sequencer's hand-over to the queues) or `outbox move` (outbox to `events`). */
+  name: 'outbox publish' | 'outbox move' = 'outbox publish',
+): Promise<T> {
   if (!tracingStarted()) return fn();
   const sampled = events
     .map(storedContext)
@@ -65,7 +70,7 @@ export async function inPublishSpan<T>(events: EventTraceContext[], fn: () => Pr
         .filter((stored) => trace.getSpanContext(stored)!.traceId !== traceId)
         .map((stored) => ({ context: trace.getSpanContext(stored)! }));
   const span = tracer.startSpan(
-    'outbox publish',
+    name,
     {
       kind: SpanKind.PRODUCER,
       links,

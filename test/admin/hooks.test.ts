@@ -86,7 +86,12 @@ describe("the admin API's view of a company's hooks (DECISIONS.md 13.4)", () => 
     const remaining = (await ext(t.app, tenant.key, 'GET', '/hooks')).json();
     expect(remaining.map((hook: { hook_id: string }) => hook.hook_id)).toEqual([kept.hook_id]);
     // Nothing is sent to it any more.
-    const fanOut = await t.app.repos.hooks.enabledFor({ company_id: tenant.companyId, type: 'task.created', data: {} });
+    const fanOut = await t.app.repos.hooks.enabledFor({
+      company_id: tenant.companyId,
+      type: 'task.created',
+      data: {},
+      actor: { type: 'system' },
+    });
     expect(fanOut).toEqual([]);
   });
 

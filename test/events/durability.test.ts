@@ -17,6 +17,7 @@ import { killHard, spawnWorker, stopGracefully } from '../helpers/processes.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { Receiver } from '../hooks/receiver.js';
 import type { Queue } from 'bullmq';
+import type { Db } from 'mongodb';
 
 const silent = pino({ level: 'silent' });
 
@@ -106,7 +107,7 @@ async function subscribeEverything(app: App, tenant: Tenant, receiver: Receiver)
 }
 
 /** Waits until the sequencer has given every recorded event its sequence and handed it to the queues. */
-async function allSequencedAndQueued(env: { db: import('mongodb').Db }, count: number): Promise<void> {
+async function allSequencedAndQueued(env: { db: Db }, count: number): Promise<void> {
   const events = env.db.collection('events');
   await waitFor(
     async () =>

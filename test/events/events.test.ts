@@ -155,8 +155,7 @@ describe('the relay', () => {
       // The outbox clears once the events are recorded; the queue may get them a moment later.
       await waitFor(async () => (await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })) === 0);
       // The sequencer publishes them, in batch jobs, each event with its place in the feed.
-      const queued = async () =>
-        (await queue.getJobs(["waiting"])).flatMap((job) => eventsOfJob(job.data));
+      const queued = async () => (await queue.getJobs(['waiting'])).flatMap((job) => eventsOfJob(job.data));
       const events = await waitFor(async () => ((await queued()).length >= 5 ? queued() : undefined));
       expect(events!.map((event) => event.data.task_id).sort()).toEqual([...ids].sort());
       expect(new Set(events!.map((event) => event.sequence)).size).toBe(5);

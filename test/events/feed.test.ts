@@ -191,8 +191,7 @@ describe('GET /v1/ext/events', () => {
       ),
     );
     const repository = new EventsRepository(t.db, 30);
-    for (let i = 0; i < events.length; i += 2_000)
-      await repository.record(events.slice(i, i + 2_000).reverse());
+    for (let i = 0; i < events.length; i += 2_000) await repository.record(events.slice(i, i + 2_000).reverse());
     expect(await waitFor(async () => (await recorded(other.companyId)) === 10_000, 60_000)).toBe(true);
 
     const seen = await allPages(other.key, '', 200);

@@ -4,7 +4,16 @@ import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../src/events/env
 import { webhookPayloadSchema } from '../../src/hooks/payloads.js';
 import type { AddressInfo } from 'node:net';
 
-const ENVELOPE_KEYS = new Set(['event_id', 'type', 'company_id', 'occurred_at', 'sequence', 'actor', 'data', 'changes']);
+const ENVELOPE_KEYS = new Set([
+  'event_id',
+  'type',
+  'company_id',
+  'occurred_at',
+  'sequence',
+  'actor',
+  'data',
+  'changes',
+]);
 
 /**
  * Why a delivered body does not match its event type's payload schema (the one the OpenAPI

@@ -143,8 +143,14 @@ describe('one trace from the request to the webhook delivery', () => {
       [],
     );
 
-    // Relay: moves the event out of the outbox and queues it, in the request's trace.
-    const publish = one((span) => span.name === 'outbox publish', 'the relay publish span');
+    // The move records the event in `events`, and the sequencer queues it, both in the request's trace.
+    expect(
+      ancestry(
+        one((span) => span.name === 'outbox move', 'the move span'),
+        spans,
+      ),
+    ).toContain(request);
+    const publish = one((span) => span.name === 'outbox publish', 'the sequencer publish span');
     expect(publish.kind).toBe(SpanKind.PRODUCER);
     expect(ancestry(publish, spans)).toContain(request);
     const queued = spans.filter((span) => span.name.startsWith('addNode') && parentOf(span) !== undefined);
@@ -169,10 +175,12 @@ describe('one trace from the request to the webhook delivery', () => {
     // party gets no trace ids of ours).
     const [delivered] = inbox.requests;
     expect(Object.keys(JSON.parse(delivered!.body)).sort()).toEqual([
+      'actor',
       'company_id',
       'data',
       'event_id',
       'occurred_at',
+      'sequence',
       'type',
     ]);
     expect(delivered!.headers.traceparent).toBeUndefined();

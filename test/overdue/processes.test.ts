@@ -5,9 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compiledTree, REPO_ROOT } from '../../scripts/compiled-tree.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
+import { eventsOfJob } from '../helpers/events.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { insertOpenTasks } from './seed.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventJobData } from '../../src/shared/queues.js';
 
 const RUN_MS = 10_000;
 
@@ -74,7 +76,7 @@ describe('three worker processes running the overdue role', () => {
       'usr_overdue',
       Array.from({ length: 500 }, (_, i) => new Date(start + i * 10)),
     );
-    const queue = new Queue<EventEnvelope>('automations', { connection: env.redis, prefix: env.config.QUEUE_PREFIX });
+    const queue = new Queue<EventJobData>('automations', { connection: env.redis, prefix: env.config.QUEUE_PREFIX });
     try {
       const fired = () => env.db.collection('tasks').countDocuments({ overdue_fired_for: { $ne: null } });
       expect(await waitFor(async () => (await fired()) === 500, 25_000, 200)).toBe(true);
@@ -82,8 +84,8 @@ describe('three worker processes running the overdue role', () => {
       expect(await Promise.all(workers.map(stop))).toEqual([0, 0, 0]);
 
       // Every task.overdue is on the queue (jobId = event_id), still in its task's outbox or waiting in `events`; a double fire shows as two event ids.
-      const queued = (await queue.getJobs(['waiting', 'active', 'completed', 'failed', 'delayed'])).map(
-        (job) => job.data,
+      const queued = (await queue.getJobs(['waiting', 'active', 'completed', 'failed', 'delayed'])).flatMap((job) =>
+        eventsOfJob(job.data),
       );
       const outbox = await env.db.collection('tasks').find({ outbox_pending: true }).toArray();
       const unqueued = await env.db.collection('events').find({ unqueued: true }).toArray();

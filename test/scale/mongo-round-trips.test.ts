@@ -55,7 +55,12 @@ const isOutboxMove = (command: SentCommand) =>
   (command.name === 'insert' && command.collection === 'events') ||
   (command.name === 'update' && (command.collection === 'items' || command.collection === 'tasks'));
 /** Written in the background at most once per interval per key (last_used_at), not by the request. */
-const isBackground = (command: SentCommand) => command.collection === 'api_keys' && command.name === 'update';
+const isBackground = (command: SentCommand) =>
+  (command.collection === 'api_keys' && command.name === 'update') || isSequencer(command);
+/** The event sequencer's own work (its lease, the companies' positions, sequencing events): never a request's. */
+const isSequencer = (command: SentCommand) =>
+  ['event_sequencer', 'event_sequences'].includes(command.collection) ||
+  (command.collection === 'events' && command.name !== 'insert');
 
 /**
  * Reloads of records the process caches for a few seconds (the API key, its company, the pipeline):

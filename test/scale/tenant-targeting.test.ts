@@ -44,6 +44,7 @@ const ALLOWED_GLOBAL: Array<{ name: string; matches: (collection: string, filter
   },
   { name: 'overdue scanner scan of due tasks', matches: (c, f) => c === 'tasks' && 'overdue_fired_for' in f },
   { name: 'relay scan of events not yet queued', matches: (c, f) => c === 'events' && 'unqueued' in f },
+  { name: 'sequencer scan of events not yet sequenced', matches: (c, f) => c === 'events' && 'unsequenced' in f },
   { name: "reconciler scan of a consumer's unfinished events", matches: (c, f) => c === 'events' && 'pending' in f },
   {
     name: 'reconciler scan of deliveries waiting for an attempt',

@@ -318,7 +318,11 @@ describe('events recorded with the change', () => {
   });
 
   it('lets the automation worker write through the service, carrying the chain depth on every event', async () => {
-    const actor = { companyId: tenant.companyId, userId: tenant.userId, cause: { type: 'automation' as const, id: 'aut_x' } };
+    const actor = {
+      companyId: tenant.companyId,
+      userId: tenant.userId,
+      cause: { type: 'automation' as const, id: 'aut_x' },
+    };
     const created = await t.app.services.tasks.create(
       actor,
       { title: 'Follow up', due_at: new Date(DUE), task_type: 'follow_up', is_completed: true },
