@@ -96,7 +96,8 @@ export const ERROR_CATALOGUE: Readonly<Record<string, ErrorEntry>> = {
   precondition_failed: {
     status: 412,
     title: 'Precondition failed',
-    meaning: "If-Match does not match the record's current ETag; current_version holds the version. Nothing changed.",
+    meaning:
+      "If-Match does not match the record's current ETag (strong comparison: a weak W/ tag never matches); current_version holds the version. Nothing changed.",
     appliesTo: update,
   },
   payload_too_large: {

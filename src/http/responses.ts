@@ -15,11 +15,12 @@ const EXT_ERRORS: readonly ErrorStatus[] = [400, 401, 402, 403, 429, 503];
  * `method path` as the OpenAPI document spells them. The OpenAPI layer documents the header from this.
  */
 export const IF_MATCH: Readonly<Record<string, string>> = {
-  'patch /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the update expects; 412 when stale',
-  'delete /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the deletion expects; 412 when stale',
+  'patch /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the update expects; 412 when stale or weak (`W/`)',
+  'delete /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the deletion expects; 412 when stale or weak (`W/`)',
   'put /v1/ext/items/by-external-id/{external_id}':
-    'The ETag (`"<version>"`) the update expects; 412 when stale, and when no item has this external_id yet',
-  'delete /v1/ext/tasks/{task_id}': "The task's ETag (from GET, POST or PATCH) the deletion expects; 412 when stale",
+    'The ETag (`"<version>"`) the update expects; 412 when stale or weak (`W/`), and when no item has this external_id yet',
+  'delete /v1/ext/tasks/{task_id}':
+    "The task's ETag (from GET, POST or PATCH) the deletion expects; 412 when stale or weak (`W/`)",
 };
 
 /**
