@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { errorTypeUri } from '../http/error-reference.js';
 import { problemSchema } from '../http/problem.js';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
@@ -213,7 +214,7 @@ export const batchResponse = z
         {
           status: 404,
           error: {
-            type: 'https://docs.example/errors/not_found',
+            type: errorTypeUri('not_found'),
             title: 'Not found',
             status: 404,
             code: 'not_found',
