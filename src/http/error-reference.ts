@@ -127,7 +127,7 @@ export const ERROR_CATALOGUE: Readonly<Record<string, ErrorEntry>> = {
     status: 429,
     title: 'Too many requests',
     meaning:
-      'The API key used up its quota, or an address sent too many unknown keys. Retry-After says how many seconds to wait; the RateLimit-* headers show the quota.',
+      'The API key used up its quota, or an address sent too many unknown keys or wrong admin tokens. Retry-After says how many seconds to wait; the RateLimit-* headers show the quota.',
   },
   internal: {
     status: 500,

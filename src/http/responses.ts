@@ -32,9 +32,10 @@ export function errorStatusesOf(method: string, url: string, schema: RouteOption
   const hasId = url.includes(':');
   const hasBody = schema?.body !== undefined;
   if (url.startsWith(ADMIN_PREFIX)) {
-    // The bearer token (401), input (400) when there is any, the company or record named in the path (404),
-    // and MongoDB unreachable or a write that lost every retry to concurrent writers (503).
-    const statuses: ErrorStatus[] = [401];
+    // The bearer token (401) and the failed-auth throttle of its address (429), input (400) when there is
+    // any, the company or record named in the path (404), and MongoDB unreachable or a write that lost
+    // every retry to concurrent writers (503).
+    const statuses: ErrorStatus[] = [401, 429];
     if (hasBody || schema?.querystring !== undefined) statuses.push(400);
     if (hasId) statuses.push(404);
     statuses.push(503);

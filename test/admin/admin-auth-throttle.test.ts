@@ -12,6 +12,8 @@ import type { LightMyRequestResponse } from 'fastify';
  */
 const LIMIT = 20;
 
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
 let apps: TestApp[] = [];
 afterEach(async () => {
   await Promise.all(apps.map((app) => app.close()));
@@ -57,6 +59,21 @@ describe('the failed-auth throttle covers the admin API', () => {
     for (let i = 0; i < LIMIT + 10; i++)
       expectProblem(await adminCall(t, `Bearer ${TEST_ADMIN_TOKEN}`), 404, 'not_found');
     expectProblem(await adminCall(t, 'Bearer a-wrong-one'), 401, 'unauthorized');
+  });
+
+  it('is in the admin OpenAPI document: 429 rate_limited with Retry-After on every admin operation', async () => {
+    const t = await freshApp();
+    const document = (await t.app.inject({ method: 'GET', url: '/v1/admin/openapi.json' })).json();
+    let operations = 0;
+    for (const byMethod of Object.values<Record<string, Json>>(document.paths))
+      for (const operation of Object.values(byMethod)) {
+        const tooMany = operation.responses['429'];
+        expect(tooMany.content['application/problem+json'].examples.rate_limited.value.code).toBe('rate_limited');
+        expect(tooMany.headers['Retry-After']).toEqual({ $ref: '#/components/headers/RetryAfter' });
+        operations++;
+      }
+    expect(operations).toBeGreaterThan(10);
+    expect(document.components.headers.RetryAfter).toBeDefined();
   });
 });
 
