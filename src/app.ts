@@ -21,7 +21,12 @@ import { oversizeJsonProblem } from './http/json-shape.js';
 import { registerRequestObservation } from './http/observation.js';
 import { registerOpenApi, registerOpenApiRoutes } from './http/openapi.js';
 import { zodResponseSerializerCompiler } from './http/serializer.js';
-import { answerClientError, serverTimeoutOptions, trustProxyOption } from './http/server-options.js';
+import {
+  answerClientError,
+  holdHeadersDeadline,
+  serverTimeoutOptions,
+  trustProxyOption,
+} from './http/server-options.js';
 import { registerQueueBoard } from './ops/queue-board.js';
 import { opsRoutes } from './ops/routes.js';
 import { SlidingWindowLimiter } from './ratelimit/sliding-window.js';
@@ -126,6 +131,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   }).withTypeProvider<ZodTypeProvider>();
 
   // Stage 1: infrastructure.
+  holdHeadersDeadline(app.server, {
+    headersTimeoutMs: deps.config.HEADERS_TIMEOUT_MS,
+    keepAliveTimeoutMs: deps.config.KEEP_ALIVE_TIMEOUT_MS,
+  });
   // The request span first, so every hook after it (authentication, the rate limit) runs within it.
   if (tracingStarted()) traceRequests(app);
   app.decorate('deps', deps);

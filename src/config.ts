@@ -157,6 +157,9 @@ const envSchema = z.object({
 
 export type Config = z.infer<typeof envSchema>;
 
+/** The shortest ADMIN_TOKEN a production process starts with. */
+export const MIN_PRODUCTION_ADMIN_TOKEN = 32;
+
 export class ConfigError extends Error {}
 
 /** Parses the environment; the message names the first offending variable in one line. */
@@ -177,6 +180,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (parsed.data.NODE_ENV === 'production' && !parsed.data.ADMIN_TOKEN) {
     throw new ConfigError('Invalid configuration: ADMIN_TOKEN: required when NODE_ENV=production');
+  }
+  // The admin token opens every company (DECISIONS.md 13.4): in production too long to guess, judged at
+  // start as METRICS_TOKEN's length is.
+  if (parsed.data.NODE_ENV === 'production' && (parsed.data.ADMIN_TOKEN ?? '').length < MIN_PRODUCTION_ADMIN_TOKEN) {
+    throw new ConfigError(
+      `Invalid configuration: ADMIN_TOKEN: expected at least ${MIN_PRODUCTION_ADMIN_TOKEN} characters when NODE_ENV=production`,
+    );
   }
   // On a Redis Cluster every queue key must carry a hash tag (see queuePrefixFor).
   return { ...parsed.data, QUEUE_PREFIX: queuePrefixFor(parsed.data.REDIS_URL, parsed.data.QUEUE_PREFIX) };

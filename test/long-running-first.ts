@@ -16,6 +16,8 @@ const LONG_RUNNING = [
   'test/overdue/processes.test.ts',
   'test/foundation/dev-server.test.ts',
   'test/hooks/crash.test.ts',
+  // 15 s: keep-alive traffic, then a connection left to its 10 s headers timeout.
+  'test/robustness/headers-deadline.test.ts',
 ];
 
 function rank(file: TestSpecification): number {

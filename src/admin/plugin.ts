@@ -1,4 +1,5 @@
 import { apiKeysAdminRoutes } from '../auth/api-keys.admin-routes.js';
+import { failedAuthRefusal } from '../auth/failed-auth-throttle.js';
 import { automationsAdminRoutes } from '../automations/admin-routes.js';
 import { companiesAdminRoutes } from '../companies/admin-routes.js';
 import { hooksAdminRoutes } from '../hooks/admin-routes.js';
@@ -14,12 +15,23 @@ export function isAdminToken(header: string | undefined, adminToken: string | un
   return bearerMatches(header, adminToken);
 }
 
-/** The admin API stands in for the product UI's settings (DECISIONS.md section 10). */
+/**
+ * The admin API stands in for the product UI's settings (DECISIONS.md section 10). An address over the
+ * failed-auth limit is refused (429) before its token is compared, so a right guess is not told apart;
+ * a wrong token counts as a failure, a request without any does not (DECISIONS.md 13.4).
+ */
 export const adminApi: FastifyPluginAsyncZod = async (app) => {
   app.addHook('onRequest', async (request) => {
-    if (!isAdminToken(request.headers.authorization, app.deps.config.ADMIN_TOKEN)) {
-      throw new AppError(401, 'unauthorized', 'Unauthorized', 'A valid admin bearer token is required');
+    const throttle = app.services.failedAuthThrottle;
+    const blocked = throttle.blockedFor(request.ip);
+    if (blocked !== undefined) throw failedAuthRefusal(blocked);
+    const header = request.headers.authorization;
+    if (isAdminToken(header, app.deps.config.ADMIN_TOKEN)) return;
+    if (header !== undefined) {
+      const wait = await throttle.recordFailure(request.ip);
+      if (wait !== undefined) throw failedAuthRefusal(wait);
     }
+    throw new AppError(401, 'unauthorized', 'Unauthorized', 'A valid admin bearer token is required');
   });
   // An unknown admin path passes the token check above too (401 before 404).
   app.setNotFoundHandler(answerUnknownRoute);

@@ -2,8 +2,8 @@ import { InsufficientScopeError, RateLimitedError, UnauthorizedError } from '../
 import { rateLimitRejections } from '../shared/metrics.js';
 import { must } from '../shared/must.js';
 import { UnknownApiKeyError, type ApiKeyAuthenticator, type AuthContext } from './authenticator.js';
+import { failedAuthRefusal, type FailedAuthThrottle } from './failed-auth-throttle.js';
 import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
-import type { FailedAuthThrottle } from './failed-auth-throttle.js';
 import type { LastUsedTracker } from './last-used.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
@@ -29,7 +29,7 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
   return async function authenticateExtRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     // An address that kept guessing is refused before its key is even looked at (DECISIONS.md 12.4).
     const blocked = deps.failedAuthThrottle.blockedFor(request.ip);
-    if (blocked !== undefined) throw throttled(blocked);
+    if (blocked !== undefined) throw failedAuthRefusal(blocked);
     let auth: AuthContext;
     try {
       auth = await deps.authenticator.authenticate(request.headers['x-api-key']);
@@ -38,7 +38,7 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
       // key (never looked up), or a revoked or expired one, is no guess.
       if (error instanceof UnknownApiKeyError) {
         const wait = await deps.failedAuthThrottle.recordFailure(request.ip);
-        if (wait !== undefined) throw throttled(wait);
+        if (wait !== undefined) throw failedAuthRefusal(wait);
       }
       throw error;
     }
@@ -62,11 +62,6 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
     if (anyScope && !anyScope.some((scope) => auth.scopes.has(scope)))
       throw new InsufficientScopeError(must(anyScope[0], 'a scope in anyScope'));
   };
-}
-
-function throttled(waitSeconds: number): RateLimitedError {
-  rateLimitRejections.inc({ reason: 'failed_auth' });
-  return new RateLimitedError(waitSeconds, 'Too many failed authentication attempts');
 }
 
 /** The caller's auth context inside an ext route handler. */

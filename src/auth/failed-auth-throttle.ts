@@ -1,11 +1,14 @@
 import { LRUCache } from 'lru-cache';
+import { RateLimitedError } from '../shared/errors.js';
+import { rateLimitRejections } from '../shared/metrics.js';
 import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 
 const BLOCK_ANNOUNCEMENT = 'auth-blocked';
 
 /**
- * Slows down key guessing (DECISIONS.md sections 3 and 12.4): failures per client address are counted
+ * Slows down key and token guessing (DECISIONS.md sections 3, 12.4 and 13.4): API keys on `/v1/ext/`,
+ * ADMIN_TOKEN on the admin API and the queue board share one count per address. Failures are counted
  * in a shared sliding window. Once an address is over the limit, every request from it is refused
  * before its key is looked at (no database lookup, and a correct key does not tell a guesser it was
  * right) until its window frees up. The process that sees the limit crossed tells the others over the
@@ -46,4 +49,10 @@ export class FailedAuthThrottle {
   private block(address: string, until: number): void {
     if (Number.isFinite(until) && until > (this.blockedUntil.get(address) ?? 0)) this.blockedUntil.set(address, until);
   }
+}
+
+/** The 429 an address over the failed-auth limit gets, counted in rate_limit_rejections_total. */
+export function failedAuthRefusal(waitSeconds: number): RateLimitedError {
+  rateLimitRejections.inc({ reason: 'failed_auth' });
+  return new RateLimitedError(waitSeconds, 'Too many failed authentication attempts');
 }

@@ -96,7 +96,8 @@ export const ERROR_CATALOGUE: Readonly<Record<string, ErrorEntry>> = {
   precondition_failed: {
     status: 412,
     title: 'Precondition failed',
-    meaning: "If-Match does not match the record's current ETag; current_version holds the version. Nothing changed.",
+    meaning:
+      "If-Match does not match the record's current ETag (strong comparison: a weak W/ tag never matches); current_version holds the version. Nothing changed.",
     appliesTo: update,
   },
   payload_too_large: {
@@ -126,7 +127,7 @@ export const ERROR_CATALOGUE: Readonly<Record<string, ErrorEntry>> = {
     status: 429,
     title: 'Too many requests',
     meaning:
-      'The API key used up its quota, or an address sent too many unknown keys. Retry-After says how many seconds to wait; the RateLimit-* headers show the quota.',
+      'The API key used up its quota, or an address sent too many unknown keys or wrong admin tokens. Retry-After says how many seconds to wait; the RateLimit-* headers show the quota.',
   },
   internal: {
     status: 500,

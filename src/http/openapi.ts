@@ -284,6 +284,7 @@ const ADMIN_STATUS_DESCRIPTIONS: Record<string, string> = {
   ...STATUS_DESCRIPTIONS,
   '401': 'Missing or wrong admin bearer token',
   '404': 'Not found',
+  '429': 'Too many failed authentication attempts from this address',
 };
 
 /** `post /v1/admin/companies/{company_id}/api-keys` → "Create an API key": admin routes declare no summary. */
@@ -320,10 +321,15 @@ function decorateAdminDocument(document: Json): Json {
           };
         }
         response.headers = { 'x-request-id': { $ref: '#/components/headers/RequestId' }, ...response.headers };
+        if (status === '429' || status === '503')
+          response.headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
       }
     }
   }
-  document.components = { ...document.components, headers: { RequestId: COMPONENT_HEADERS.RequestId } };
+  document.components = {
+    ...document.components,
+    headers: { RequestId: COMPONENT_HEADERS.RequestId, RetryAfter: COMPONENT_HEADERS.RetryAfter },
+  };
   document.security = [{ AdminToken: [] }];
   pruneUnusedSchemas(document);
   return document;

@@ -25,11 +25,11 @@ describe('errorStatusesOf: the error responses a route documents, from what it i
     expect(upsert).not.toContain(404);
   });
 
-  it('an admin route: the token, input when it takes any, 404 for what its path names, 503', () => {
-    expect(errorStatusesOf('POST', '/v1/admin/companies', body)).toEqual([401, 400, 503]);
-    expect(errorStatusesOf('GET', '/v1/admin/companies/:company_id/users', {})).toEqual([401, 404, 503]);
+  it('an admin route: the token and its failed-auth throttle, input when it takes any, 404 for what its path names, 503', () => {
+    expect(errorStatusesOf('POST', '/v1/admin/companies', body)).toEqual([401, 429, 400, 503]);
+    expect(errorStatusesOf('GET', '/v1/admin/companies/:company_id/users', {})).toEqual([401, 429, 404, 503]);
     expect(errorStatusesOf('GET', '/v1/admin/companies/:company_id/automation-runs', { querystring: {} })).toEqual([
-      401, 400, 404, 503,
+      401, 429, 400, 404, 503,
     ]);
   });
 });

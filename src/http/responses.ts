@@ -15,11 +15,12 @@ const EXT_ERRORS: readonly ErrorStatus[] = [400, 401, 402, 403, 429, 503];
  * `method path` as the OpenAPI document spells them. The OpenAPI layer documents the header from this.
  */
 export const IF_MATCH: Readonly<Record<string, string>> = {
-  'patch /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the update expects; 412 when stale',
-  'delete /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the deletion expects; 412 when stale',
+  'patch /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the update expects; 412 when stale or weak (`W/`)',
+  'delete /v1/ext/items/{item_id}': 'The ETag (`"<version>"`) the deletion expects; 412 when stale or weak (`W/`)',
   'put /v1/ext/items/by-external-id/{external_id}':
-    'The ETag (`"<version>"`) the update expects; 412 when stale, and when no item has this external_id yet',
-  'delete /v1/ext/tasks/{task_id}': "The task's ETag (from GET, POST or PATCH) the deletion expects; 412 when stale",
+    'The ETag (`"<version>"`) the update expects; 412 when stale or weak (`W/`), and when no item has this external_id yet',
+  'delete /v1/ext/tasks/{task_id}':
+    "The task's ETag (from GET, POST or PATCH) the deletion expects; 412 when stale or weak (`W/`)",
 };
 
 /**
@@ -31,9 +32,10 @@ export function errorStatusesOf(method: string, url: string, schema: RouteOption
   const hasId = url.includes(':');
   const hasBody = schema?.body !== undefined;
   if (url.startsWith(ADMIN_PREFIX)) {
-    // The bearer token (401), input (400) when there is any, the company or record named in the path (404),
-    // and MongoDB unreachable or a write that lost every retry to concurrent writers (503).
-    const statuses: ErrorStatus[] = [401];
+    // The bearer token (401) and the failed-auth throttle of its address (429), input (400) when there is
+    // any, the company or record named in the path (404), and MongoDB unreachable or a write that lost
+    // every retry to concurrent writers (503).
+    const statuses: ErrorStatus[] = [401, 429];
     if (hasBody || schema?.querystring !== undefined) statuses.push(400);
     if (hasId) statuses.push(404);
     statuses.push(503);

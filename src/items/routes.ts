@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';
+import { ValidationError } from '../shared/errors.js';
 import { versionEtag } from '../shared/etag.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import { runBatch } from './batch.js';
@@ -14,6 +15,7 @@ import {
   externalIdParams,
   itemSchema,
   listItemsQuery,
+  unknownListItemsParameters,
   updateItemBody,
   upsertItemBody,
 } from './schemas.js';
@@ -35,6 +37,11 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
     '/items',
     {
       config: { scope: 'items:read' },
+      // On the query string as parsed, before the schema: its output loses a `__proto__` key (see listItemsQuery).
+      preValidation: async (request) => {
+        const unknown = unknownListItemsParameters(request.query);
+        ValidationError.throwIfAny(unknown.map((path) => ({ path, message: 'unknown field' })));
+      },
       schema: {
         tags,
         summary: 'List items (keyset pagination; see Link and x-next-cursor)',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { errorTypeUri } from '../http/error-reference.js';
 import { problemSchema } from '../http/problem.js';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
@@ -213,7 +214,7 @@ export const batchResponse = z
         {
           status: 404,
           error: {
-            type: 'https://docs.example/errors/not_found',
+            type: errorTypeUri('not_found'),
             title: 'Not found',
             status: 404,
             code: 'not_found',
@@ -243,24 +244,33 @@ const listItemsParameters = {
     .string()
     .max(200)
     .optional()
-    .describe('Words of the name starting with these words, case-insensitive (`q=acm ren` finds "Acme renewal")'),
+    .describe(
+      'Words of the name starting with these words, case-insensitive (`q=acm ren` finds "Acme renewal"); a query without a letter or digit is 400',
+    ),
   sort: z.enum(ITEM_SORTS).default('created_at'),
   limit: limitSchema,
   cursor: z.string().max(1_000).optional(),
 };
 
 /**
+ * Query parameters of an item list that are neither named parameters nor custom-field filters. Own
+ * names only: `toString` or `__proto__` is no parameter of ours because every object inherits one.
+ */
+export function unknownListItemsParameters(query: object): string[] {
+  return Object.keys(query).filter((key) => !Object.hasOwn(listItemsParameters, key) && !isFilterParameter(key));
+}
+
+/**
  * The named parameters plus custom-field filters `metadata.<field>` / `metadata.<field>[<op>]`
- * (judged against the pipeline in search.ts); any other parameter is unknown.
+ * (judged against the pipeline in search.ts); any other parameter is unknown. The catchall's output
+ * cannot hold a `__proto__` key, so the route also checks the parsed query string before this schema.
  */
 export const listItemsQuery = z
   .object(listItemsParameters)
   .catchall(z.union([z.string(), z.array(z.string())]))
   .superRefine((query, context) => {
-    for (const key of Object.keys(query)) {
-      if (!(key in listItemsParameters) && !isFilterParameter(key))
-        context.addIssue({ code: 'custom', path: [key], message: 'unknown field' });
-    }
+    for (const key of unknownListItemsParameters(query))
+      context.addIssue({ code: 'custom', path: [key], message: 'unknown field' });
   });
 
 export const checkDuplicatesBody = z.strictObject({

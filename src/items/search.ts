@@ -1,4 +1,5 @@
 import { ValidationError, type FieldProblem } from '../shared/errors.js';
+import { parseQueryDecimal } from '../shared/pagination.js';
 import { isIsoDate, isIsoTimestamp } from '../shared/time.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
 import type { FieldDefinition } from '../pipelines/schemas.js';
@@ -27,10 +28,12 @@ const escapeRegex = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'
  * Every query word must start some word of the name. Each is an anchored, case-sensitive prefix
  * regex on the lower-cased words, which MongoDB turns into index bounds ([word, next string)).
  */
-function nameCondition(q: string): Filter<ItemDoc> | undefined {
+function nameCondition(q: string, problems: FieldProblem[]): Filter<ItemDoc> | undefined {
   const words = nameWords(q);
-  if (words.length === 0) return undefined;
-  if (words.length > MAX_QUERY_WORDS) throw ValidationError.single('q', `at most ${MAX_QUERY_WORDS} words`);
+  // A query of no words (`---`, a space, a zero-width space) would match every item: refused, not ignored.
+  if (words.length === 0) return void problems.push({ path: 'q', message: 'expected at least one letter or digit' });
+  if (words.length > MAX_QUERY_WORDS)
+    return void problems.push({ path: 'q', message: `at most ${MAX_QUERY_WORDS} words` });
   return { $and: words.map((word) => ({ name_words: { $regex: `^${escapeRegex(word)}` } })) };
 }
 
@@ -51,10 +54,8 @@ type Scalar = string | number | boolean;
 /** One query value parsed by the field's type; undefined when it is not a value of that type. */
 function parseValue(field: FieldDefinition, raw: string): Scalar | undefined {
   switch (field.type) {
-    case 'number': {
-      const value = raw.trim() === '' ? NaN : Number(raw);
-      return Number.isFinite(value) ? value : undefined;
-    }
+    case 'number':
+      return parseQueryDecimal(raw); // the grammar of limit: 0x10 or 1e3 is no number here
     case 'boolean':
       return raw === 'true' ? true : raw === 'false' ? false : undefined;
     case 'date':
@@ -71,7 +72,7 @@ function parseValue(field: FieldDefinition, raw: string): Scalar | undefined {
 function expectedOf(field: FieldDefinition): string {
   switch (field.type) {
     case 'number':
-      return 'expected a number';
+      return 'expected a decimal number';
     case 'boolean':
       return 'expected true or false';
     case 'date':
@@ -142,7 +143,7 @@ export function itemSearch(
       if (filter) parsed.push(filter);
     }
   }
+  const name = q === undefined ? undefined : nameCondition(q, problems);
   ValidationError.throwIfAny(problems);
-  const name = q === undefined ? undefined : nameCondition(q);
-  return { conditions: [...parsed, ...(name ? [name] : [])] };
+  return { conditions: name ? [...parsed, name] : parsed };
 }

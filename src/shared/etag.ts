@@ -9,12 +9,13 @@ export const representationEtag = (representation: unknown) =>
 
 /**
  * Whether an `If-Match` header admits the current ETag: `*`, or a list of entity tags one of which
- * equals it (weak `W/` prefixes compare by their tag, as RFC 9110's weak comparison does).
+ * equals it by strong comparison (RFC 9110 section 13.1.1): a weak tag `W/"3"` never matches, as our
+ * ETags are strong and a weak one cannot vouch for the exact representation a write builds on.
  */
 export function ifMatchAccepts(header: string, currentEtag: string): boolean {
   if (header.trim() === '*') return true; // any current representation
   return header
     .split(',')
-    .map((tag) => tag.trim().replace(/^W\//, ''))
+    .map((tag) => tag.trim())
     .some((tag) => tag === currentEtag);
 }

@@ -15,6 +15,16 @@ export function queryInteger<T extends z.ZodType>(schema: T) {
   );
 }
 
+/**
+ * A number from a query string, in the same grammar: decimal digits, an optional minus sign and an
+ * optional fraction (`-12.5`). `0x10`, `1e3`, `+1`, `.5`, ` 1` and `Infinity` are not numbers here.
+ */
+export function parseQueryDecimal(text: string): number | undefined {
+  if (text.length > 40 || !/^-?\d+(?:\.\d+)?$/.test(text)) return undefined;
+  const value = Number(text);
+  return Number.isFinite(value) ? value : undefined;
+}
+
 /** `limit` 1–200, default 50; out of range is 400, never clamped (DECISIONS.md section 5). */
 export const limitSchema = queryInteger(
   z.number({ error: 'expected a decimal integer' }).int().min(1).max(200).default(50),

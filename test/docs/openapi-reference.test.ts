@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ERROR_CATALOGUE } from '../../src/http/error-reference.js';
+import { ERROR_CATALOGUE, errorTypeUri } from '../../src/http/error-reference.js';
 import { OPERATION_IDS, openApiPath } from '../../src/http/operation-ids.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createTenant, ext, expectProblem, type Tenant } from '../helpers/fixtures.js';
@@ -162,6 +162,58 @@ describe('the admin reference', () => {
           checked++;
         }
     expect(checked).toBeGreaterThan(30);
+  });
+});
+
+/** Every example value in a document: `example`, JSON Schema `examples` arrays and OpenAPI `examples` maps. */
+function examplesIn(node: unknown, at = '#', found: Array<{ at: string; value: unknown }> = []) {
+  if (Array.isArray(node)) node.forEach((child, index) => examplesIn(child, `${at}/${index}`, found));
+  else if (node && typeof node === 'object') {
+    for (const [key, child] of Object.entries<unknown>(node as Json)) {
+      if (key === 'example') found.push({ at: `${at}/example`, value: child });
+      else if (key === 'examples' && Array.isArray(child))
+        child.forEach((value, index) => found.push({ at: `${at}/examples/${index}`, value }));
+      else if (key === 'examples' && child && typeof child === 'object')
+        for (const [name, entry] of Object.entries<Json>(child as Json))
+          found.push({ at: `${at}/examples/${name}`, value: entry.value });
+      else examplesIn(child, `${at}/${key}`, found);
+    }
+  }
+  return found;
+}
+
+/** Problem documents anywhere inside an example (a batch result's `error`, a list of them, ...). */
+function problemsIn(value: unknown, at: string, found: Array<{ at: string; problem: Json }> = []) {
+  if (Array.isArray(value)) value.forEach((child, index) => problemsIn(child, `${at}/${index}`, found));
+  else if (value && typeof value === 'object') {
+    const candidate = value as Json;
+    if (typeof candidate.code === 'string' && (typeof candidate.type === 'string' || 'title' in candidate))
+      found.push({ at, problem: candidate });
+    for (const [key, child] of Object.entries(candidate)) problemsIn(child, `${at}/${key}`, found);
+  }
+  return found;
+}
+
+describe('examples in the references', () => {
+  it('give every example problem the type the service sends for its code (the external and the admin document)', () => {
+    let checked = 0;
+    for (const [name, doc] of [
+      ['ext', document],
+      ['admin', adminDocument],
+    ] as const) {
+      const examples = examplesIn(doc.paths).concat(examplesIn(doc.components));
+      for (const { at, value } of examples) {
+        // No example points at a host the service does not serve (a leftover such as https://docs.example/...).
+        expect(JSON.stringify(value) ?? '', `${name} ${at}`).not.toContain('docs.example');
+        for (const problem of problemsIn(value, at)) {
+          expect(Object.keys(ERROR_CATALOGUE), `${name} ${problem.at}: unknown code`).toContain(problem.problem.code);
+          expect(problem.problem.type, `${name} ${problem.at}`).toBe(errorTypeUri(problem.problem.code));
+          expect(problem.problem.status, `${name} ${problem.at}`).toBe(ERROR_CATALOGUE[problem.problem.code]?.status);
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
   });
 });
 

@@ -12,7 +12,7 @@ import type { RedisClient } from '../../src/shared/redis.js';
 import type { FastifyInstance } from 'fastify';
 import type { Db, MongoClient } from 'mongodb';
 
-export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';
+export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdefghij';
 
 export interface TestEnv {
   config: Config;

@@ -56,6 +56,8 @@ describe('DELETE /v1/ext/items/{item_id}', () => {
     await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'Renamed' });
     const stale = expectProblem(await del(`/items/${item.item_id}`, { 'if-match': '"1"' }), 412, 'precondition_failed');
     expect(stale.current_version).toBe(2);
+    // A weak tag of the current version does not match either (strong comparison, RFC 9110).
+    expectProblem(await del(`/items/${item.item_id}`, { 'if-match': 'W/"2"' }), 412, 'precondition_failed');
     expect((await ext(t.app, tenant.key, 'GET', `/items/${item.item_id}`)).statusCode).toBe(200);
     expect((await del(`/items/${item.item_id}`, { 'if-match': '"2"' })).statusCode).toBe(204);
   });
@@ -129,6 +131,8 @@ describe('DELETE /v1/ext/tasks/{task_id}', () => {
     const patched = await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { title: 'Changed' });
     expect(patched.headers.etag).not.toBe(firstEtag);
     expectProblem(await del(`/tasks/${task.task_id}`, { 'if-match': firstEtag }), 412, 'precondition_failed');
+    const weak = `W/${patched.headers.etag as string}`;
+    expectProblem(await del(`/tasks/${task.task_id}`, { 'if-match': weak }), 412, 'precondition_failed');
     expect((await ext(t.app, tenant.key, 'GET', `/tasks/${task.task_id}`)).statusCode).toBe(200);
     expect((await del(`/tasks/${task.task_id}`, { 'if-match': patched.headers.etag as string })).statusCode).toBe(204);
   });

@@ -283,6 +283,18 @@ describe('create and update rules', () => {
       'precondition_failed',
     );
     expect(precondition.current_version).toBe(2);
+    // If-Match compares strongly (RFC 9110 section 13.1.1): a weak tag of the current version never matches.
+    for (const weak of ['W/"2"', 'w/"2"', ' W/"2" ', 'W/"1", W/"2"']) {
+      const refused = await ext(
+        t.app,
+        tenant.key,
+        'PATCH',
+        `/items/${item.item_id}`,
+        { name: 'v3' },
+        { 'if-match': weak },
+      );
+      expect(expectProblem(refused, 412, 'precondition_failed').current_version, weak).toBe(2);
+    }
     const ok = await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { name: 'v3' }, { 'if-match': '"2"' });
     expect(ok.json()).toMatchObject({ name: 'v3', version: 3 });
     expect(ok.headers.etag).toBe('"3"');

@@ -45,9 +45,23 @@ describe('q on item lists', () => {
     expect(await list('q=2027%20ini')).toEqual(named('initech'));
     expect(await list('q=enewal')).toEqual([]);
     expect(await list('q=acme%20expansion')).toEqual([]);
-    // No word in the query: every name qualifies, and regex characters are never patterns.
-    expect(await list('q=.*')).toEqual(named('acme', 'globex', 'initech', 'bare'));
+    // Regex characters are never patterns.
     expect(await list('q=acme.*')).toEqual(named('acme', 'bare'));
+  });
+
+  it('refuses a query without a letter or digit (it would match every item) with 400 on q', async () => {
+    for (const q of ['---', '%20', '%E2%80%8B', '.*', '', '%20%E2%80%8B-']) {
+      const response = await ext(t.app, tenant.key, 'GET', `/items?q=${q}`);
+      expect(expectProblem(response, 400, 'validation_failed').errors, `q=${q}`).toEqual([
+        { path: 'q', message: 'expected at least one letter or digit' },
+      ]);
+    }
+    // Next to a filter's problem, both are named.
+    const both = await ext(t.app, tenant.key, 'GET', `/items?${withPipeline('q=---&metadata.nope=1')}`);
+    expect(expectProblem(both, 400, 'validation_failed').errors.map((error: { path: string }) => error.path)).toEqual([
+      'metadata.nope',
+      'q',
+    ]);
   });
 
   it('combines with other filters and pages with a cursor', async () => {
@@ -108,5 +122,45 @@ describe('custom-field filters on item lists', () => {
       'metadata.deal_value',
     ]);
     expect(await problemPath(withPipeline('meta.deal_value=1'))).toEqual(['meta.deal_value']);
+  });
+
+  it('read a number filter in the grammar of limit: decimal digits, a sign and a fraction, nothing else', async () => {
+    expect(await list(withPipeline('metadata.deal_value[gt]=-1.5&metadata.deal_value[lt]=100.25'))).toEqual(
+      named('acme'),
+    );
+    expect(await list(withPipeline('metadata.deal_value=0250'))).toEqual(named('initech'));
+    for (const value of [
+      '0x10',
+      '0xFA',
+      '1e2',
+      '2.5e2',
+      '+100',
+      '.5',
+      '%20100',
+      '100%20',
+      'Infinity',
+      '0b11',
+      '1_000',
+    ]) {
+      const response = await ext(t.app, tenant.key, 'GET', `/items?${withPipeline(`metadata.deal_value=${value}`)}`);
+      expect(expectProblem(response, 400, 'validation_failed').errors, value).toEqual([
+        { path: 'metadata.deal_value', message: 'expected a decimal number' },
+      ]);
+    }
+    // limit refuses the same spelling.
+    expectProblem(await ext(t.app, tenant.key, 'GET', '/items?limit=0x10'), 400, 'validation_failed');
+  });
+});
+
+describe('unknown query parameters on item lists', () => {
+  it('are 400 naming the parameter, prototype member names included (as on every other list)', async () => {
+    for (const name of ['__proto__', 'toString', 'constructor', 'hasOwnProperty', 'valueOf', 'nope']) {
+      const response = await ext(t.app, tenant.key, 'GET', `/items?${name}=x`);
+      expect(expectProblem(response, 400, 'validation_failed').errors, name).toEqual([
+        { path: name, message: 'unknown field' },
+      ]);
+    }
+    const tasks = await ext(t.app, tenant.key, 'GET', '/tasks?__proto__=x');
+    expect(expectProblem(tasks, 400, 'validation_failed').errors[0].path).toBe('__proto__');
   });
 });

@@ -108,6 +108,7 @@ describe('PUT /v1/ext/items/by-external-id/{external_id}', () => {
       expectProblem(await put(externalId, body({ name: 'v3', version: 1 })), 409, 'version_conflict').current_version,
     ).toBe(2);
     expectProblem(await put(externalId, body({ name: 'v3' }), { 'if-match': '"1"' }), 412, 'precondition_failed');
+    expectProblem(await put(externalId, body({ name: 'v3' }), { 'if-match': 'W/"2"' }), 412, 'precondition_failed');
     const fresh = await put(externalId, body({ name: 'v3' }), { 'if-match': '"2"' });
     expect(fresh.statusCode).toBe(200);
     expect(fresh.json()).toMatchObject({ name: 'v3', version: 3 });

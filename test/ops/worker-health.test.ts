@@ -31,7 +31,7 @@ async function startWorker(env: Record<string, string>) {
     MONGO_DB: uniqueName('t'),
     REDIS_URL: inject('redisUrl'),
     QUEUE_PREFIX: uniqueName('q'),
-    ADMIN_TOKEN: 'unused-by-workers',
+    ADMIN_TOKEN: 'unused-by-workers-0123456789abcdefghij',
     LOG_LEVEL: 'info',
     METRICS_PORT: String(metricsPort),
     ...env,
