@@ -42,7 +42,7 @@ export class EventFeed {
       limit + 1,
       cursor ? { occurredAt: new Date(cursor.value), id: cursor.id } : undefined,
     );
-    const page = pageOf(
+    const page = await pageOf(
       rows,
       limit,
       (row) => row.occurred_at,
