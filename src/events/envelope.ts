@@ -68,7 +68,13 @@ export interface TruncatedValue {
 export const truncatedValueSchema = z
   .strictObject({
     truncated: z.literal(true),
-    bytes: z.number().int().min(0).describe('Size of the value left out, as JSON in UTF-8'),
+    bytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(16 * 1024 * 1024)
+      .describe('Size of the value left out, as JSON in UTF-8')
+      .meta({ example: 10002 }),
   })
   .meta({
     id: 'TruncatedValue',

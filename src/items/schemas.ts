@@ -195,7 +195,14 @@ export const batchResponse = z
               'The operation succeeded but its item would take the answer past its 1 MiB budget: `item_id` and `version` instead of `item`; read the item by its id',
             ),
           item_id: z.string().optional().describe('With `truncated`: the item the operation wrote'),
-          version: z.number().int().optional().describe('With `truncated`: its version after the operation'),
+          version: z
+            .number()
+            .int()
+            .min(1)
+            .max(2_147_483_647)
+            .optional()
+            .describe('With `truncated`: its version after the operation')
+            .meta({ example: 2 }),
         })
         .meta({ id: 'BatchResult' }),
     ),

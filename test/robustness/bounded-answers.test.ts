@@ -266,3 +266,23 @@ describe('a batch answer is bounded', () => {
     expect(last.json()).toMatchObject({ name: `Renamed ${items[7]!.item_id}`, version: 2 });
   });
 });
+
+describe('the OpenAPI document says the rules', () => {
+  it('declares TruncatedValue in event data, the truncated batch result and the page budget', async () => {
+    const document = (await t.app.inject({ method: 'GET', url: '/v1/ext/openapi.json' })).json<Json>();
+    const schemas = document.components.schemas;
+    expect(schemas.TruncatedValue).toMatchObject({
+      type: 'object',
+      required: ['truncated', 'bytes'],
+      properties: { truncated: { const: true } },
+    });
+    const refsTruncated = (schema: Json) => JSON.stringify(schema).includes('#/components/schemas/TruncatedValue');
+    expect(refsTruncated(schemas.EventItem.additionalProperties)).toBe(true);
+    expect(refsTruncated(schemas.EventTask.properties.description)).toBe(true);
+    expect(Object.keys(schemas.BatchResult.properties)).toEqual(
+      expect.arrayContaining(['item', 'truncated', 'item_id', 'version']),
+    );
+    expect(document.info.description).toContain('about 1 MiB');
+    expect(document.components.headers.NextCursor.description).toContain('about 1 MiB');
+  });
+});
