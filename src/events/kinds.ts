@@ -42,6 +42,8 @@ export function buildCompanyEvent<T extends EventType>(
 /**
  * The typed view of an envelope off a queue or out of MongoDB. Every company event is made by
  * buildCompanyEvent, so its data is its type's resource; this is the one place that relies on it.
+ * Values the cap replaced (custom fields, a task's description and notes) are TruncatedValue markers
+ * despite the type: no consumer reads them.
  */
 export function typedEvent(envelope: EventEnvelope): CompanyEvent {
   return envelope as CompanyEvent;
