@@ -94,6 +94,97 @@ export const sequenceSchema = z
   )
   .meta({ example: 1042 });
 
+/**
+ * What an envelope carries instead of a value over the cap (DECISIONS.md section 13.4, docs/events.md):
+ * the value's size as JSON (UTF-8 bytes). The record itself, read by its id, has the value. No field an
+ * envelope can carry is an object otherwise, so the marker cannot be mistaken for a value.
+ */
+export interface TruncatedValue {
+  truncated: true;
+  bytes: number;
+}
+
+export const truncatedValueSchema = z
+  .strictObject({
+    truncated: z.literal(true),
+    bytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(16 * 1024 * 1024)
+      .describe('Size of the value left out, as JSON in UTF-8')
+      .meta({ example: 10002 }),
+  })
+  .meta({
+    id: 'TruncatedValue',
+    description:
+      'Stands in an event for a value over the cap (4 KiB as JSON, or less when the envelope would pass 256 KiB); read the record by its id for the value',
+    example: { truncated: true, bytes: 10002 },
+  });
+
+/** A value of `data` or a `from`/`to` of `changes` is replaced when its JSON is larger than this. */
+export const ENVELOPE_VALUE_MAX_BYTES = 4 * 1024;
+/** What an envelope weighs at most, as JSON: beyond it, further values are replaced, largest first. */
+export const ENVELOPE_MAX_BYTES = 256 * 1024;
+
+const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? 'null');
+
+/** One value an envelope may replace: where it is and what it weighs as JSON. */
+interface Slot {
+  holder: Record<string, unknown>;
+  key: string;
+  bytes: number;
+}
+
+/**
+ * Bounds what one envelope carries (DECISIONS.md section 13.4): every cappable value of `data`, and
+ * every `from`/`to` of a cappable field in `changes`, whose JSON is over ENVELOPE_VALUE_MAX_BYTES
+ * becomes a TruncatedValue; should the envelope still weigh more than ENVELOPE_MAX_BYTES (many values
+ * just under the cap), the largest remaining values follow until it does not. Identifiers and core
+ * fields are never cappable, so the record can always be read by id. Copies what it changes: `data`
+ * is often the API answer of the same request.
+ */
+export function capEnvelope(
+  data: Record<string, unknown>,
+  changes: Changes | undefined,
+  cappable: (field: string) => boolean,
+): { data: Record<string, unknown>; changes?: Changes } {
+  const cappedData = { ...data };
+  const cappedChanges: Changes | undefined = changes ? {} : undefined;
+  const slots: Slot[] = [];
+  for (const [key, value] of Object.entries(data))
+    if (cappable(key)) slots.push({ holder: cappedData, key, bytes: jsonBytes(value) });
+  for (const [field, change] of Object.entries(changes ?? {})) {
+    const copy = { ...change };
+    cappedChanges![field] = copy;
+    if (!cappable(field)) continue;
+    slots.push({ holder: copy, key: 'from', bytes: jsonBytes(change.from) });
+    slots.push({ holder: copy, key: 'to', bytes: jsonBytes(change.to) });
+  }
+  const replace = (slot: Slot): number => {
+    const marker: TruncatedValue = { truncated: true, bytes: slot.bytes };
+    slot.holder[slot.key] = marker;
+    return slot.bytes - Buffer.byteLength(JSON.stringify(marker));
+  };
+  const kept = slots.filter((slot) => slot.bytes <= ENVELOPE_VALUE_MAX_BYTES);
+  const keptBytes = kept.reduce((sum, slot) => sum + slot.bytes, 0);
+  // Kept values of at most half the maximum leave the other half for what is never replaced (core
+  // fields, field names: under 64 KiB with 100 custom fields of 64-character names), so no count is needed.
+  if (kept.length === slots.length && keptBytes <= ENVELOPE_MAX_BYTES / 2)
+    return { data, ...(changes ? { changes } : {}) };
+  for (const slot of slots) if (slot.bytes > ENVELOPE_VALUE_MAX_BYTES) replace(slot);
+  if (keptBytes > ENVELOPE_MAX_BYTES / 2) {
+    // 1 KiB for the envelope's own fields (event_id, type, company_id, occurred_at).
+    let total = jsonBytes({ data: cappedData, changes: cappedChanges }) + 1024;
+    kept.sort((a, b) => b.bytes - a.bytes);
+    for (const slot of kept) {
+      if (total <= ENVELOPE_MAX_BYTES) break;
+      total -= replace(slot);
+    }
+  }
+  return { data: cappedData, ...(cappedChanges ? { changes: cappedChanges } : {}) };
+}
+
 export const eventEnvelopeSchema = z
   .object({
     event_id: z.string(),
@@ -114,21 +205,29 @@ export interface EventOptions {
   occurredAt?: Date;
 }
 
+export interface BuildEventOptions extends Partial<EventOptions> {
+  /** The fields of `data` (and keys of `changes`) whose values may be replaced by a TruncatedValue (capEnvelope). */
+  cappable?: (field: string) => boolean;
+}
+
 /** The low-level builder (product code builds company events with buildCompanyEvent, which needs the actor). */
 export function buildEvent(
   type: EventType,
   companyId: string,
   data: Record<string, unknown>,
-  options: Partial<EventOptions> = {},
+  options: BuildEventOptions = {},
 ): EventEnvelope {
+  const capped = options.cappable
+    ? capEnvelope(data, options.changes, options.cappable)
+    : { data, changes: options.changes };
   return {
     event_id: newId('event'),
     type,
     company_id: companyId,
     occurred_at: (options.occurredAt ?? new Date()).toISOString(),
     actor: options.actor ?? SYSTEM_ACTOR,
-    data,
-    ...(options.changes ? { changes: options.changes } : {}),
+    data: capped.data,
+    ...(capped.changes ? { changes: capped.changes } : {}),
     ...(options.depth ? { depth: options.depth } : {}),
     ...currentTraceContext(),
   };

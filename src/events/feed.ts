@@ -2,7 +2,7 @@ import { InsufficientScopeError, NotFoundError, ValidationError } from '../share
 import { EVENT_TYPES, type EventType } from './envelope.js';
 import { toFeedEvent, type FeedEvent, type ListEventsQuery } from './schemas.js';
 import type { AuthContext } from '../auth/authenticator.js';
-import type { CursorCodec } from '../shared/pagination.js';
+import { PAGE_BUDGET_BYTES, storedSize, type CursorCodec } from '../shared/pagination.js';
 import type { FeedWaiters } from './feed-waiters.js';
 import type { EventsRepository } from './repository.js';
 import type { SequencerStore } from './sequencer-store.js';
@@ -66,7 +66,9 @@ export class EventFeed {
       const readable = await this.deps.sequences.readableOf(auth.companyId);
       const rows =
         readable > position
-          ? await this.deps.events.list(auth.companyId, feedFilter, limit, { afterSequence: position, readable })
+          ? await withinBudget(
+              this.deps.events.list(auth.companyId, feedFilter, limit, { afterSequence: position, readable }),
+            )
           : [];
       const remaining = deadline - Date.now();
       if (rows.length > 0 || remaining <= 0 || signal?.aborted) {
@@ -88,4 +90,23 @@ export class EventFeed {
     if (!doc || !visible.includes(doc.event.type)) throw new NotFoundError('Event');
     return toFeedEvent(doc.event);
   }
+}
+
+/**
+ * The rows of a page up to the byte budget (docs/pagination.md), at least one: the cursor then points
+ * after the last row returned, so the feed stays exact. Reading stops there and the cursor is closed.
+ */
+async function withinBudget<T extends object>(rows: AsyncIterable<T> & { close(): Promise<void> }): Promise<T[]> {
+  const page: T[] = [];
+  let bytes = 0;
+  try {
+    for await (const row of rows) {
+      bytes += storedSize(row);
+      if (page.length > 0 && bytes > PAGE_BUDGET_BYTES) break;
+      page.push(row);
+    }
+  } finally {
+    await rows.close();
+  }
+  return page;
 }

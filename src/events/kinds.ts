@@ -1,5 +1,5 @@
+import { itemSchema, type ItemResponse } from '../items/schemas.js';
 import { buildEvent, type EventEnvelope, type EventOptions, type EventType } from './envelope.js';
-import type { ItemResponse } from '../items/schemas.js';
 import type { TaskResponse } from '../tasks/schemas.js';
 
 /**
@@ -17,19 +17,33 @@ export type CompanyEvent = EventOf<EventType>;
 export type TaskEvent = EventOf<TaskEventType>;
 export type ItemEvent = EventOf<ItemEventType>;
 
-/** An event of `type` about `data`; the compiler holds the data to the type's resource. */
+/**
+ * The values an envelope may replace by a TruncatedValue (capEnvelope): an item's custom fields and a
+ * task's long texts. Never identifiers or core fields, so `data` always says which record to read, and
+ * what automations and hook filters look at (ids, stage, type, priority, assignee) is always there.
+ */
+const TASK_CAPPABLE = new Set<string>(['description', 'notes'] satisfies Array<keyof TaskResponse>);
+let itemCoreFields: Set<string> | undefined;
+const itemCappable = (field: string): boolean =>
+  !(itemCoreFields ??= new Set(Object.keys(itemSchema.shape))).has(field);
+const taskCappable = (field: string): boolean => TASK_CAPPABLE.has(field);
+
+/** An event of `type` about `data`; the compiler holds the data to the type's resource. Values over the cap are replaced. */
 export function buildCompanyEvent<T extends EventType>(
   type: T,
   companyId: string,
   data: EventDataOf<T>,
   options: EventOptions,
 ): EventOf<T> {
-  return buildEvent(type, companyId, data, options) as EventOf<T>;
+  const cappable = type.startsWith('task.') ? taskCappable : itemCappable;
+  return buildEvent(type, companyId, data, { ...options, cappable }) as EventOf<T>;
 }
 
 /**
  * The typed view of an envelope off a queue or out of MongoDB. Every company event is made by
  * buildCompanyEvent, so its data is its type's resource; this is the one place that relies on it.
+ * Values the cap replaced (custom fields, a task's description and notes) are TruncatedValue markers
+ * despite the type: no consumer reads them.
  */
 export function typedEvent(envelope: EventEnvelope): CompanyEvent {
   return envelope as CompanyEvent;

@@ -1,4 +1,4 @@
-import { type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb';
+import { type Collection, type Db, type Filter, type FindCursor, type UpdateFilter } from 'mongodb';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';
 import { EVENT_QUEUES, type EventQueue } from '../shared/queues.js';
@@ -313,7 +313,7 @@ export class EventsRepository {
     limit: number,
     range: { afterSequence: number; readable: number },
     now = new Date(),
-  ): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'sequence'>>> {
+  ): FindCursor<Pick<EventDoc, '_id' | 'event' | 'sequence'>> {
     const occurred: Record<string, Date> = { $gte: this.retainedSince(now) };
     if (filter.occurredAfter) occurred.$gt = filter.occurredAfter;
     if (filter.occurredBefore) occurred.$lt = filter.occurredBefore;
@@ -326,10 +326,9 @@ export class EventsRepository {
       ...(filter.excludeActor !== undefined ? { 'event.actor.id': { $ne: filter.excludeActor } } : {}),
     };
     return this.events
-      .find(query, { projection: { event: 1, sequence: 1 } })
+      .find<Pick<EventDoc, '_id' | 'event' | 'sequence'>>(query, { projection: { event: 1, sequence: 1 } })
       .sort({ sequence: 1 })
-      .limit(limit)
-      .toArray();
+      .limit(limit);
   }
 
   /** One readable event: sequenced (events without a sequence are not readable) and within retention. */

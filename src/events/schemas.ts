@@ -26,7 +26,8 @@ const example = {
 /** One event as the feed shows it: exactly the envelope webhooks carry. */
 export const feedEventSchema = eventEnvelopeSchema.meta({
   id: 'FeedEvent',
-  description: 'The event envelope, exactly as REST hooks receive it',
+  description:
+    'The event envelope, exactly as REST hooks receive it: at most 256 KiB, values over 4 KiB (custom fields of items, description and notes of tasks, in `data` and in `changes`) are TruncatedValue markers',
   example,
 });
 

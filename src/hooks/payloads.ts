@@ -4,6 +4,7 @@ import {
   eventActorSchema,
   HOOK_PING,
   sequenceSchema,
+  truncatedValueSchema,
   WEBHOOK_EVENT_TYPES,
   webhookSchemaId,
   type WebhookEnvelope,
@@ -21,14 +22,30 @@ import { TASK_COMPLETED_EXAMPLE, TASK_EXAMPLE, taskSchema } from '../tasks/schem
  */
 const changesSchema = z
   .record(z.string(), z.object({ from: z.unknown(), to: z.unknown() }))
-  .describe('The fields that changed (item.updated, task.updated, task.completed after an update): before and after');
+  .describe(
+    'The fields that changed (item.updated, task.updated, task.completed after an update): before and after. A `from` or `to` over the cap is a TruncatedValue, as in `data`',
+  );
+
+/**
+ * The resources as events carry them (DECISIONS.md section 13.4): an item's custom field, a task's
+ * description or notes may be a TruncatedValue instead (src/events/envelope.ts, capEnvelope).
+ */
+const CAPPED =
+  ' Values over the cap (custom fields of items; description and notes of tasks) are TruncatedValue markers: read the record by its id for them.';
+const eventItemSchema = itemSchema
+  .catchall(z.union([z.string(), z.number(), z.boolean(), z.array(z.string()), truncatedValueSchema, z.null()]))
+  .meta({ id: 'EventItem', description: `The item as the API shows it.${CAPPED}` });
+const longText = z.union([z.string(), truncatedValueSchema, z.null()]);
+const eventTaskSchema = taskSchema
+  .extend({ description: longText, notes: longText.describe('null when empty') })
+  .meta({ id: 'EventTask', description: `The task as the API shows it.${CAPPED}` });
 
 const pingDataSchema = z.object({ hook_id: z.string().describe('The hook the ping was sent to') });
 
 type DataKind = 'task' | 'item' | 'ping';
 const kindOf = (type: WebhookEventType): DataKind =>
   type === HOOK_PING ? 'ping' : type.startsWith('task.') ? 'task' : 'item';
-const DATA_SCHEMAS = { task: taskSchema, item: itemSchema, ping: pingDataSchema } as const;
+const DATA_SCHEMAS = { task: eventTaskSchema, item: eventItemSchema, ping: pingDataSchema } as const;
 const DATA_DESCRIPTIONS: Record<DataKind, string> = {
   task: 'The task as the API shows it, after the change (as it was, for task.deleted)',
   item: 'The item as the API shows it, after the change (as it was, for item.deleted)',

@@ -49,7 +49,8 @@ const COMPONENT_HEADERS = {
     example: 7,
   },
   NextCursor: {
-    description: 'Cursor of the next page, for the `cursor` query parameter; absent on the last page',
+    description:
+      'Cursor of the next page, for the `cursor` query parameter; absent on the last page (a page may hold fewer than `limit` records: it ends at about 1 MiB)',
     schema: { type: 'string' },
     example: EXAMPLE_CURSOR,
   },
@@ -63,8 +64,11 @@ const COMPONENT_HEADERS = {
 const DESCRIPTION = `The external API of the pipeline records service. Authenticate with an API key in the
 \`x-api-key\` header; each operation names the scope it needs. Errors are RFC 9457 problem details
 (\`application/problem+json\`) with a stable \`code\`, explained at [/docs/errors](/docs/errors). Lists are bare JSON arrays with keyset pagination
-(\`limit\`, \`cursor\`, \`Link\` and \`x-next-cursor\`). Every POST accepts an \`Idempotency-Key\` header.
-Webhook deliveries (see \`webhooks\`) carry Standard Webhooks signatures.`;
+(\`limit\`, \`cursor\`, \`Link\` and \`x-next-cursor\`); a page ends at \`limit\` records or at about 1 MiB of them,
+whichever comes first, so follow the cursor until it is absent. Every POST accepts an \`Idempotency-Key\` header.
+Webhook deliveries (see \`webhooks\`) carry Standard Webhooks signatures. An event envelope (webhooks, the
+events feed) is at most 256 KiB: values over 4 KiB (custom fields of items, descriptions and notes of tasks)
+arrive as \`TruncatedValue\` markers; read the record by its id for them.`;
 
 const STATUS_DESCRIPTIONS: Record<string, string> = {
   '200': 'OK',
@@ -188,7 +192,7 @@ function decorateDocument(document: Json): Json {
         if (code === 200 && method === 'get' && response.content?.['application/json']?.schema?.type === 'array') {
           response.headers.Link = {
             description:
-              'RFC 8288 link to the next page; absent on the last page. Follow it (or pass `x-next-cursor` as `cursor`) until it is absent',
+              'RFC 8288 link to the next page; absent on the last page. Follow it (or pass `x-next-cursor` as `cursor`) until it is absent: a page holds at most `limit` records and ends earlier at about 1 MiB of them',
             schema: { type: 'string' },
             example: `<${path}?limit=50&cursor=${EXAMPLE_CURSOR}>; rel="next"`,
           };

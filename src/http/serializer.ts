@@ -24,14 +24,14 @@ const NAMED_SCHEMAS = new Set(['properties', 'patternProperties', 'definitions',
  * Makes zod's JSON Schema quick to serialize: drops annotations and turns `anyOf: [T, null]` (zod's
  * nullable) into `type: [T, 'null']`, which fast-json-stringify writes without trying each branch.
  */
-function simplify(node: unknown): unknown {
-  if (Array.isArray(node)) return node.map(simplify);
+function simplify(node: unknown, closed: ReadonlySet<string> = new Set()): unknown {
+  if (Array.isArray(node)) return node.map((child) => simplify(child, closed));
   if (!node || typeof node !== 'object') return node;
   const schema: JsonSchema = {};
   for (const [key, value] of Object.entries(node as JsonSchema)) {
     if (ANNOTATIONS.has(key)) continue;
     // Property names are data, not keywords: keep every one, even `description`.
-    schema[key] = NAMED_SCHEMAS.has(key) ? mapValues(value as JsonSchema) : simplify(value);
+    schema[key] = NAMED_SCHEMAS.has(key) ? mapValues(value as JsonSchema, closed) : simplify(value, closed);
   }
   const branches = schema.anyOf as JsonSchema[] | undefined;
   if (branches?.length === 2) {
@@ -49,10 +49,13 @@ function simplify(node: unknown): unknown {
     }
   }
   // Any other union is written by validating the data against each branch; an object branch would
-  // then reject data with keys the schema does not declare (which zod strips). Refuse those at startup.
+  // then reject data with keys the schema does not declare (which zod strips). Refuse those at startup,
+  // but for a closed object (a strict one, e.g. TruncatedValue): nothing of it is ever stripped.
+  const isClosed = (option: JsonSchema) => option.additionalProperties === false || closed.has(option.$ref as string);
   for (const union of ['anyOf', 'oneOf'] as const) {
     const options = schema[union] as JsonSchema[] | undefined;
-    if (options?.some((option) => option.type === 'object' || '$ref' in option || 'properties' in option)) {
+    const open = options?.filter((option) => !isClosed(option));
+    if (open?.some((option) => option.type === 'object' || '$ref' in option || 'properties' in option)) {
       throw new Error(
         `response schemas may not contain unions of objects (${union}); flatten the union into one object`,
       );
@@ -61,13 +64,19 @@ function simplify(node: unknown): unknown {
   return schema;
 }
 
-function mapValues(properties: JsonSchema): JsonSchema {
-  return Object.fromEntries(Object.entries(properties).map(([name, value]) => [name, simplify(value)]));
+function mapValues(properties: JsonSchema, closed: ReadonlySet<string>): JsonSchema {
+  return Object.fromEntries(Object.entries(properties).map(([name, value]) => [name, simplify(value, closed)]));
 }
 
 /** The JSON Schema a response is written with: the zod schema's output side, simplified. */
 export function responseJsonSchema(schema: z.ZodType): JsonSchema {
-  return simplify(z.toJSONSchema(schema, { io: 'output', target: 'draft-7', unrepresentable: 'any' })) as JsonSchema;
+  const json = z.toJSONSchema(schema, { io: 'output', target: 'draft-7', unrepresentable: 'any' }) as JsonSchema;
+  // Named schemas that are closed objects, which a union may hold (see simplify).
+  const definitions = Object.entries((json.definitions ?? {}) as Record<string, JsonSchema>);
+  const closed = new Set(
+    definitions.filter(([, value]) => value.additionalProperties === false).map(([name]) => `#/definitions/${name}`),
+  );
+  return simplify(json, closed) as JsonSchema;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { problemFromError, type Problem } from '../http/problem.js';
 import { AppError, ValidationError } from '../shared/errors.js';
+import { PAGE_BUDGET_BYTES } from '../shared/pagination.js';
 import { problemsFromZodIssues } from '../shared/zod-problems.js';
 import { batchOperationSchemas, type batchBody, type ItemResponse } from './schemas.js';
 import type { Actor } from '../auth/authenticator.js';
@@ -10,6 +11,34 @@ export interface BatchResult {
   status: number;
   item?: ItemResponse;
   error?: Problem;
+  /** Instead of `item` once the answer's items reached BATCH_ITEMS_BUDGET_BYTES: read the item by id. */
+  truncated?: true;
+  item_id?: string;
+  version?: number;
+}
+
+/**
+ * The items of one batch answer weigh at most this, as JSON (DECISIONS.md section 13.4): the results
+ * carry their item while the items so far fit, and always the first; from the first that does not
+ * fit on, a result carries `item_id`, `version` and `truncated: true` instead. The same budget as a page.
+ */
+export const BATCH_ITEMS_BUDGET_BYTES = PAGE_BUDGET_BYTES;
+
+/** Bounds the answer: see BATCH_ITEMS_BUDGET_BYTES. Counts each item's JSON, written once more here. */
+export function boundBatchResults(results: BatchResult[], budget = BATCH_ITEMS_BUDGET_BYTES): BatchResult[] {
+  let bytes = 0;
+  let full = false;
+  return results.map((result) => {
+    const { item } = result;
+    if (!item) return result;
+    if (!full) {
+      const size = Buffer.byteLength(JSON.stringify(item));
+      full = bytes > 0 && bytes + size > budget;
+      bytes += size;
+      if (!full) return result;
+    }
+    return { status: result.status, item_id: item.item_id, version: item.version, truncated: true };
+  });
 }
 
 type Operation = z.infer<typeof batchBody>['operations'][number];
@@ -42,7 +71,7 @@ export async function runBatch(
     results.push(await runOne(items, actor, operation).catch(failure));
     index++;
   }
-  return results;
+  return boundBatchResults(results);
 }
 
 function invalid(issues: z.core.$ZodIssue[]): ValidationError {

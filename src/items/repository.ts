@@ -242,17 +242,10 @@ export class ItemsRepository {
     ).catch(translateDuplicate);
   }
 
-  list(
-    companyId: string,
-    filter: ItemListFilter,
-    sort: SortSpec,
-    limit: number,
-    cursor?: { value: number; id: string },
-  ): Promise<ItemDoc[]> {
-    return this.listCursor(companyId, filter, sort, limit, cursor).toArray();
-  }
-
-  /** The list query itself (tests explain its plan against a real MongoDB). */
+  /**
+   * The list query, as a cursor: the page reader stops at its byte budget (tests explain its plan
+   * against a real MongoDB).
+   */
   listCursor(
     companyId: string,
     filter: ItemListFilter,

@@ -183,8 +183,27 @@ export const batchResponse = z
             .int()
             .describe('201 created, 200 updated, 400, 404 or 409')
             .meta({ minimum: 200, maximum: 599, example: 201 }),
-          item: itemSchema.optional().describe('The item after the operation, when it succeeded'),
+          item: itemSchema
+            .optional()
+            .describe(
+              'The item after the operation, when it succeeded and the items before it in the answer weigh less than 1 MiB (the first always has it)',
+            ),
           error: problemSchema.optional().describe('Why the operation failed (a problem object)'),
+          truncated: z
+            .literal(true)
+            .optional()
+            .describe(
+              'The operation succeeded but its item would take the answer past its 1 MiB budget: `item_id` and `version` instead of `item`; read the item by its id',
+            ),
+          item_id: z.string().optional().describe('With `truncated`: the item the operation wrote'),
+          version: z
+            .number()
+            .int()
+            .min(1)
+            .max(2_147_483_647)
+            .optional()
+            .describe('With `truncated`: its version after the operation')
+            .meta({ example: 2 }),
         })
         .meta({ id: 'BatchResult' }),
     ),

@@ -450,14 +450,14 @@ export class ItemsService {
     const codec = await this.deps.cursors();
     const scope = `items:${actor.companyId}:${JSON.stringify({ ...filter, sort: query.sort })}`;
     const cursor = rawCursor ? codec.decode(rawCursor, scope) : undefined;
-    const rows = await this.deps.items.list(
+    const rows = this.deps.items.listCursor(
       actor.companyId,
       { pipeline_id, stage_id, status_id, contact_id, external_id, created_after, updated_after, ...search },
       sort,
       limit + 1,
       cursor,
     );
-    const page = pageOf(
+    const page = await pageOf(
       rows,
       limit,
       (row) => row[sort.field as 'created_at' | 'updated_at'],

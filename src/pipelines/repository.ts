@@ -2,7 +2,7 @@ import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js'
 import { companyScopedKey, isIdOf } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { DuplicateDetection, FieldDefinition, PipelineResponse } from './schemas.js';
-import type { Collection, Db } from 'mongodb';
+import type { Collection, Db, FindCursor } from 'mongodb';
 
 export interface StageDoc {
   stage_id: string;
@@ -71,8 +71,13 @@ export class PipelinesRepository {
 
   /** In creation order; `afterId`/`limit` page it for integrators, admin screens read up to 1,000. */
   list(companyId: string, afterId?: string, limit = 1_000): Promise<PipelineDoc[]> {
+    return this.listCursor(companyId, afterId, limit).toArray();
+  }
+
+  /** As list, as a cursor: the external API's page reader stops at its byte budget. */
+  listCursor(companyId: string, afterId: string | undefined, limit: number): FindCursor<PipelineDoc> {
     const filter = afterId ? { company_id: companyId, _id: { $gt: afterId } } : { company_id: companyId };
-    return this.collection.find(filter).sort({ _id: 1 }).limit(limit).toArray();
+    return this.collection.find(filter).sort({ _id: 1 }).limit(limit);
   }
 
   /** Compare-and-set on `revision`, so two concurrent admin edits cannot overwrite each other. */

@@ -26,7 +26,7 @@ export const pipelinesRoutes: FastifyPluginAsyncZod = async (app) => {
         await app.services.cursors(),
         `pipelines:${companyId}`,
         request.query,
-        (afterId, limit) => app.services.pipelines.list(companyId, afterId, limit),
+        (afterId, limit) => app.services.pipelines.listCursor(companyId, afterId, limit),
       );
       setNextPageHeaders(request, reply, page.nextCursor);
       return page.rows.map(toPipelineResponse);

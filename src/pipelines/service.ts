@@ -9,6 +9,7 @@ import {
   type updatePipelineBody,
 } from './schemas.js';
 import type { PipelineDoc, PipelinesRepository } from './repository.js';
+import type { FindCursor } from 'mongodb';
 import type { z } from 'zod';
 
 const CORE_DUPLICATE_FIELDS = new Set(['name', 'contact_id']);
@@ -134,6 +135,11 @@ export class PipelinesService {
   /** A page in creation order (the external API), or every pipeline of the company (the admin API). */
   list(companyId: string, afterId?: string, limit?: number): Promise<PipelineDoc[]> {
     return this.pipelines.list(companyId, afterId, limit);
+  }
+
+  /** A page's rows as a cursor (the external API reads it up to its byte budget). */
+  listCursor(companyId: string, afterId: string | undefined, limit: number): FindCursor<PipelineDoc> {
+    return this.pipelines.listCursor(companyId, afterId, limit);
   }
 
   /** From the process cache (the external API: changes arrive over the change feed). */

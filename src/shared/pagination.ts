@@ -1,8 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { BSON, type Filter } from 'mongodb';
 import { z } from 'zod';
 import { ValidationError } from './errors.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Filter } from 'mongodb';
 
 /**
  * An integer from a query string: decimal digits only. `Number()` would also read `0x10`, `1e2`,
@@ -29,6 +29,22 @@ export function parseQueryDecimal(text: string): number | undefined {
 export const limitSchema = queryInteger(
   z.number({ error: 'expected a decimal integer' }).int().min(1).max(200).default(50),
 );
+
+/**
+ * The byte budget of one page (DECISIONS.md section 13.4, docs/pagination.md): a page holds records
+ * while their stored size stays within it, and always at least one. Approximate (BSON size of what
+ * was read, not the JSON written) but bounded: a page is at most the budget, or one record.
+ */
+export const PAGE_BUDGET_BYTES = 1024 * 1024;
+
+/**
+ * What a stored record weighs: its BSON size, counted from the document the driver already decoded
+ * (no copy, no serialization). Within a few bytes per field of its JSON for the text that dominates
+ * large records; JSON escaping (quotes, backslashes, control characters) is what it does not count.
+ */
+export function storedSize(doc: object): number {
+  return BSON.calculateObjectSize(doc);
+}
 
 export interface SortSpec {
   field: string;
@@ -96,12 +112,11 @@ export async function pageByCreation<T extends { _id: string }>(
   codec: CursorCodec,
   scope: string,
   query: z.infer<typeof idPageQuery>,
-  fetch: (afterId: string | undefined, limit: number) => Promise<T[]>,
+  fetch: (afterId: string | undefined, limit: number) => Promise<Rows<T>> | Rows<T>,
 ): Promise<{ rows: T[]; nextCursor?: string }> {
   const after = query.cursor ? codec.decode(query.cursor, scope).id : undefined;
-  const rows = await fetch(after, query.limit + 1);
   return pageOf(
-    rows,
+    await fetch(after, query.limit + 1),
     query.limit,
     () => new Date(0),
     (value, id) => codec.encode({ scope, value, id }),
@@ -137,15 +152,35 @@ export function setNextPageHeaders(
   reply.header('x-next-cursor', nextCursor);
 }
 
-/** Fetches one page (limit + 1 to learn whether there is a next one) and the cursor of its last record. */
-export function pageOf<T extends { _id: string }>(
-  rows: T[],
+/** A page's source: the rows of a query as an array, or better its driver cursor, read only as far as needed. */
+export type Rows<T> = Iterable<T> | AsyncIterable<T>;
+
+/**
+ * One page out of `rows` (asked for with limit + 1, to learn whether there is a next one) and the cursor
+ * after its last record. The page ends at `limit` records or as soon as the next record would take the
+ * records past `budget` bytes (storedSize), whichever comes first, with at least one record: the cursor
+ * then points after the last record returned, so paging stays exact. Reading stops there; a driver
+ * cursor is closed, so what was read beyond the page is at most one batch of the driver.
+ */
+export async function pageOf<T extends { _id: string }>(
+  rows: Rows<T>,
   limit: number,
   sortValue: (row: T) => Date,
   makeCursor: (value: number, id: string) => string,
-): { rows: T[]; nextCursor?: string } {
-  const page = rows.slice(0, limit);
+  budget = PAGE_BUDGET_BYTES,
+): Promise<{ rows: T[]; nextCursor?: string }> {
+  const page: T[] = [];
+  let bytes = 0;
+  let more = false;
+  for await (const row of rows) {
+    if (page.length < limit) bytes += storedSize(row);
+    if (page.length === limit || (page.length > 0 && bytes > budget)) {
+      more = true;
+      break;
+    }
+    page.push(row);
+  }
   const last = page.at(-1);
-  if (rows.length <= limit || last === undefined) return { rows };
+  if (!more || last === undefined) return { rows: page };
   return { rows: page, nextCursor: makeCursor(sortValue(last).getTime(), last._id) };
 }

@@ -206,7 +206,7 @@ export class TasksRepository {
     sort: SortSpec,
     limit: number,
     cursor?: { value: number; id: string },
-  ): Promise<TaskDoc[]> {
+  ): FindCursor<TaskDoc> {
     const query: Filter<TaskDoc> = { company_id: companyId, ...LIVE_TASK };
     for (const field of EQUALITY_FILTERS) if (filter[field] !== undefined) query[field] = filter[field] as never;
     const dueAt: Record<string, Date> = {};
@@ -227,7 +227,6 @@ export class TasksRepository {
     return this.collection
       .find(clauses.length === 1 ? query : { $and: clauses }, { projection: { pending_events: 0 } })
       .sort(mongoSort(sort))
-      .limit(limit)
-      .toArray();
+      .limit(limit);
   }
 }

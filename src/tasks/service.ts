@@ -204,14 +204,14 @@ export class TasksService {
     // A cursor is only valid for the company, filters and sort it was issued for.
     const scope = `tasks:${actor.companyId}:${JSON.stringify({ ...filter, overdue, sort: query.sort })}`;
     const cursor = rawCursor ? codec.decode(rawCursor, scope) : undefined;
-    const rows = await this.deps.tasks.list(
+    const rows = this.deps.tasks.list(
       actor.companyId,
       { ...filter, ...(overdue === undefined ? {} : { overdue: { value: overdue, now: new Date() } }) },
       sort,
       limit + 1,
       cursor,
     );
-    const page = pageOf(
+    const page = await pageOf(
       rows,
       limit,
       (row) => row[sort.field as 'due_at' | 'created_at'],
