@@ -11,6 +11,7 @@ export const SCENARIO_GROUPS = [
   'tracing',
   'durable',
   'webhooks',
+  'feed',
   'memory',
   'overdue',
 ] as const;

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,webhooks,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,webhooks,feed,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -17,6 +17,7 @@ import { runBatchScenario } from './scenarios/batch.js';
 import { runConventionalScenarios } from './scenarios/conventional.js';
 import { runCrudScenarios } from './scenarios/crud.js';
 import { runDurableEventsScenario } from './scenarios/durable-events.js';
+import { runFeedLagScenario } from './scenarios/feed.js';
 import { runMemorySoak } from './scenarios/memory.js';
 import { runMongoTripScenarios } from './scenarios/mongo-trips.js';
 import { runOverdueBench } from './scenarios/overdue.js';
@@ -145,7 +146,7 @@ async function main(): Promise<void> {
     rows.push(...(await run(context)));
   }
   console.log(`request scenarios done ${elapsed()}`);
-  if (groups.has('webhooks') || groups.has('memory')) {
+  if (groups.has('webhooks') || groups.has('memory') || groups.has('feed')) {
     // The worker starts only now: on this 2-core machine it would otherwise compete with the web
     // process during the request scenarios (in production it runs on its own machine).
     await dropEarlierScenarioRecords(stack);
@@ -164,6 +165,7 @@ async function main(): Promise<void> {
       rows.push(...(await sampler.withoutScrapes(() => runWebhookScenarios(context, receiver))));
     }
     rows.push(...soak);
+    if (groups.has('feed')) rows.push(...(await runFeedLagScenario(context)));
     console.log(`worker scenarios done ${elapsed()}`);
   }
   sampler.stop();

@@ -1,8 +1,8 @@
 import { InsufficientScopeError, NotFoundError, ValidationError } from '../shared/errors.js';
+import { PAGE_BUDGET_BYTES, storedSize, type CursorCodec } from '../shared/pagination.js';
 import { EVENT_TYPES, type EventType } from './envelope.js';
 import { toFeedEvent, type FeedEvent, type ListEventsQuery } from './schemas.js';
 import type { AuthContext } from '../auth/authenticator.js';
-import { PAGE_BUDGET_BYTES, storedSize, type CursorCodec } from '../shared/pagination.js';
 import type { FeedWaiters } from './feed-waiters.js';
 import type { EventsRepository } from './repository.js';
 import type { SequencerStore } from './sequencer-store.js';

@@ -48,6 +48,10 @@ const hookFilter = z
       .optional()
       .describe("Leave out events these API keys (key_ids of the company) caused: a two-way sync's own echo"),
   })
+  .superRefine((filter, ctx) => {
+    if (filter.pipeline_id === undefined && filter.exclude_actors === undefined)
+      ctx.addIssue({ code: 'custom', path: ['pipeline_id'], message: 'give pipeline_id, exclude_actors or both' });
+  })
   .describe('Which events of the subscribed types are delivered');
 
 /** One entity schema; the creation response adds the secret. */

@@ -50,8 +50,8 @@ function simplify(node: unknown, closed: ReadonlySet<string> = new Set()): unkno
   }
   // Any other union is written by validating the data against each branch; an object branch would
   // then reject data with keys the schema does not declare (which zod strips). Refuse those at startup,
-  // but for a closed object (a strict one, e.g. TruncatedValue): nothing of it is ever stripped.
-  const isClosed = (option: JsonSchema) => option.additionalProperties === false || closed.has(option.$ref as string);
+  // but for a closed marker object (e.g. TruncatedValue: no other keys, and a constant that tells it apart).
+  const isClosed = (option: JsonSchema) => isMarker(option) || closed.has(option.$ref as string);
   for (const union of ['anyOf', 'oneOf'] as const) {
     const options = schema[union] as JsonSchema[] | undefined;
     const open = options?.filter((option) => !isClosed(option));
@@ -68,14 +68,18 @@ function mapValues(properties: JsonSchema, closed: ReadonlySet<string>): JsonSch
   return Object.fromEntries(Object.entries(properties).map(([name, value]) => [name, simplify(value, closed)]));
 }
 
+/** An object no data can be mistaken for: no undeclared keys, and a property of constant value. */
+function isMarker(schema: JsonSchema): boolean {
+  const properties = Object.values((schema.properties ?? {}) as Record<string, JsonSchema>);
+  return schema.additionalProperties === false && properties.some((property) => 'const' in property);
+}
+
 /** The JSON Schema a response is written with: the zod schema's output side, simplified. */
 export function responseJsonSchema(schema: z.ZodType): JsonSchema {
   const json = z.toJSONSchema(schema, { io: 'output', target: 'draft-7', unrepresentable: 'any' }) as JsonSchema;
   // Named schemas that are closed objects, which a union may hold (see simplify).
   const definitions = Object.entries((json.definitions ?? {}) as Record<string, JsonSchema>);
-  const closed = new Set(
-    definitions.filter(([, value]) => value.additionalProperties === false).map(([name]) => `#/definitions/${name}`),
-  );
+  const closed = new Set(definitions.filter(([, value]) => isMarker(value)).map(([name]) => `#/definitions/${name}`));
   return simplify(json, closed) as JsonSchema;
 }
 

@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scanOverdueTasks } from '../../src/tasks/overdue.js';
 import { TasksRepository } from '../../src/tasks/repository.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { createItem, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import type { EventEnvelope } from '../../src/events/envelope.js';
 
@@ -99,7 +99,7 @@ describe('DELETE /v1/ext/items/{item_id}', () => {
       await t.app.inject({
         method: 'POST',
         url: `/v1/admin/companies/${tenant.companyId}/api-keys`,
-        headers: { authorization: 'Bearer test-admin-token-0123456789' },
+        headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
         payload: { name: 'read only', created_by: tenant.userId, scopes: ['items:read'] },
       })
     ).json().key;
