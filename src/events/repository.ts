@@ -101,13 +101,8 @@ export class EventsRepository {
     return ensureCollectionIndexes(db, 'events', [
       { key: { company_id: 1, sequence: 1 }, name: 'feed', migratable: true },
       { key: { company_id: 1, resource_id: 1, sequence: 1 }, name: 'feed_resource', migratable: true },
-      // The sequencer's work list, oldest recorded first; only unsequenced events are in it.
-      {
-        key: { recorded_at: 1, _id: 1 },
-        name: 'unsequenced',
-        partialFilterExpression: { unsequenced: true },
-        migratable: true,
-      },
+      // The sequencer's work list, oldest recorded first: equality on `unsequenced`, then the sort.
+      { key: { unsequenced: 1, recorded_at: 1, _id: 1 }, name: 'unsequenced', sparse: true, migratable: true },
       // Multikey: an event is listed under each consumer that has not finished it.
       { key: { pending: 1, _id: 1 }, name: 'unfinished', migratable: true },
       { key: { unqueued: 1 }, name: 'unqueued', sparse: true, migratable: true },
