@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { ENVELOPE_KEYS } from '../helpers/events.js';
 import {
   createItem,
   createKey,
@@ -60,15 +61,7 @@ describe('GET /v1/ext/events', () => {
       'task.completed',
       'item.created',
     ]);
-    expect(Object.keys(events[0]!).sort()).toEqual([
-      'actor',
-      'company_id',
-      'data',
-      'event_id',
-      'occurred_at',
-      'sequence',
-      'type',
-    ]);
+    expect(Object.keys(events[0]!).sort()).toEqual(ENVELOPE_KEYS);
     expect(events.map((event) => (event as { sequence: number }).sequence)).toEqual([1, 2, 3, 4]);
     expect(events[0]).toMatchObject({
       actor: { type: 'api_key', id: tenant.keyId },

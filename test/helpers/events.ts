@@ -14,3 +14,6 @@ export function taskData(fields: Record<string, unknown> = {}): Record<string, u
 export function eventsOfJob(data: EventJobData): EventEnvelope[] {
   return isEventBatch(data) ? data.events : [data];
 }
+
+/** The keys of an event envelope as the feed and webhooks carry it (no `changes` on a create), sorted. */
+export const ENVELOPE_KEYS = ['actor', 'company_id', 'data', 'event_id', 'occurred_at', 'sequence', 'type'];

@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/events/envelope.js';
 import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
-import { taskData } from '../helpers/events.js';
+import { ENVELOPE_KEYS, taskData } from '../helpers/events.js';
 import { admin, createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { eventIdsOf, hooksTestEnv, eventsFinished } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
@@ -37,15 +37,7 @@ describe('REST hook delivery', () => {
     expect(request.headers['content-type']).toBe('application/json');
     expect(Number(request.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -1);
     const payload = verifyWebhook(hook.secret, request) as Record<string, unknown>;
-    expect(Object.keys(payload).sort()).toEqual([
-      'actor',
-      'company_id',
-      'data',
-      'event_id',
-      'occurred_at',
-      'sequence',
-      'type',
-    ]);
+    expect(Object.keys(payload).sort()).toEqual(ENVELOPE_KEYS);
     expect(payload).toEqual({
       event_id: request.id,
       type: 'task.created',
