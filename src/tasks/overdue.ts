@@ -12,14 +12,14 @@ export const OVERDUE_BATCH_SIZE = 500;
 export interface OverdueScanDeps {
   tasks: TasksRepository;
   /**
-   * QueueEventPublisher in production: false when the queues did not take the events (they wait in
-   * `events` for the relay); a throw leaves them in the outbox for the relay.
+   * QueueEventPublisher in production: moves the events to `events`, where the sequencer takes them;
+   * a throw leaves them in the outbox for the relay.
    */
   publisher: {
     publishAndClear(
       collection: OutboxCollection,
       documents: Array<{ documentId: string; events: EventEnvelope[] }>,
-    ): Promise<boolean | void>;
+    ): Promise<void>;
   };
   logger: Logger;
 }
@@ -33,7 +33,7 @@ export interface OverdueScanOptions {
 export interface OverdueScanResult {
   fired: number;
   batches: number;
-  /** Events the queues did not take; they wait in the tasks' outbox for the relay. */
+  /** Events that could not be moved out of their tasks' outbox; they wait there for the relay. */
   unpublished: number;
 }
 
@@ -67,11 +67,10 @@ export async function scanOverdueTasks(
     const toPublish = fired.filter((entry): entry is { id: string; event: EventEnvelope } => entry.event !== null);
     result.fired += toPublish.length;
     try {
-      const queued = await deps.publisher.publishAndClear(
+      await deps.publisher.publishAndClear(
         'tasks',
         toPublish.map(({ id, event }) => ({ documentId: id, events: [event] })),
       );
-      if (queued === false) throw new Error('the queues did not take the events');
     } catch (error) {
       if (result.unpublished === 0)
         deps.logger.warn({ err: error }, 'task.overdue events not published yet; the relay will deliver them');

@@ -127,3 +127,54 @@ describe("the sequencer's batches", () => {
     }
   });
 });
+
+describe('events recorded before sequences existed', () => {
+  it('get a sequence from the first sequencer, in the order they occurred, and are not queued again', async () => {
+    const legacyEnv = await createTestEnv();
+    try {
+      const legacyCompany = newId('company');
+      const old = [0, 1, 2].map((minute) =>
+        buildEvent('task.created', legacyCompany, taskData({}), {
+          occurredAt: new Date(Date.now() - (3 - minute) * 60_000),
+        }),
+      );
+      // As the earlier release stored them: queued, no sequence.
+      await legacyEnv.db.collection('events').insertMany(
+        old.map((event) => ({
+          _id: event.event_id as never,
+          company_id: legacyCompany,
+          type: event.type,
+          occurred_at: new Date(event.occurred_at),
+          resource_id: null,
+          event,
+          pending: [],
+          recorded_at: new Date(),
+          expires_at: new Date(Date.now() + 86_400_000),
+        })),
+      );
+      const first = new QueueEventPublisher(
+        legacyEnv.db,
+        { connection: env.redis, prefix: legacyEnv.config.QUEUE_PREFIX },
+        silent,
+      );
+      try {
+        const docs = (await waitFor(async () => {
+          const found = await legacyEnv.db
+            .collection('events')
+            .find({ company_id: legacyCompany, sequence: { $exists: true } })
+            .toArray();
+          return found.length === 3 ? found : undefined;
+        }))!;
+        const byId = new Map(docs.map((doc) => [String(doc._id), doc.sequence as number]));
+        expect(old.map((event) => byId.get(event.event_id))).toEqual([1, 2, 3]);
+        const queue = createQueue('hook-fanout', { connection: env.redis, prefix: legacyEnv.config.QUEUE_PREFIX });
+        expect(await queue.count()).toBe(0);
+        await queue.close();
+      } finally {
+        await first.close();
+      }
+    } finally {
+      await legacyEnv.close();
+    }
+  });
+});

@@ -9,11 +9,13 @@ import { SequencerStore } from '../../src/events/sequencer-store.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { newId } from '../../src/shared/ids.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
+import { scanOverdueTasks } from '../../src/tasks/overdue.js';
 import { createTestEnv, startTestWorkers, type TestEnv } from '../helpers/app.js';
 import { taskData } from '../helpers/events.js';
-import { createKey, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { admin, createKey, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { killHard, spawnWorker } from '../helpers/processes.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { Receiver } from '../hooks/receiver.js';
 
 const silent = pino({ level: 'silent' });
 type FeedEvent = EventEnvelope & { sequence: number };
@@ -158,7 +160,7 @@ describe('the change feed', () => {
     expect(answered.json<FeedEvent[]>().map((event) => event.data.task_id)).toEqual([task.task_id]);
   });
 
-  it('carries the actor: the API key, an automation, time; exclude_actor leaves out a key\u2019s own echo', async () => {
+  it('carries the API key as actor; exclude_actor leaves out a key\u2019s own echo', async () => {
     const own = await createTenant(web.app);
     const sync = await createKey(web.app, own.companyId, own.userId, ['tasks:read', 'tasks:write', 'items:read']);
     await createTask(web.app, own, { title: 'by the main key' });
@@ -174,6 +176,93 @@ describe('the change feed', () => {
     ]);
     const withoutEcho = await ext(web.app, sync.key, 'GET', `/events?exclude_actor=${sync.key_id}`);
     expect(withoutEcho.json<FeedEvent[]>().map((event) => event.data.title)).toEqual(['by the main key']);
+  });
+});
+
+describe('actors and echo', () => {
+  let env: TestEnv;
+  let web: Web;
+  let workers: Awaited<ReturnType<typeof startTestWorkers>>;
+  let inbox: Receiver;
+
+  beforeAll(async () => {
+    env = await createTestEnv({ RATE_LIMIT_MAX: '1000000' });
+    await ensureIndexes(env.db);
+    web = await webProcess(env);
+    workers = await startTestWorkers(env.config, env.db, ['automations', 'hooks', 'relay']);
+    inbox = await Receiver.start();
+  });
+  afterAll(async () => {
+    await inbox?.close();
+    await workers?.close();
+    await web?.close();
+    await env?.close();
+  });
+
+  it("an automation's follow-up carries the automation as actor; task.overdue carries time", async () => {
+    const tenant = await createTenant(web.app);
+    const rule = (
+      await admin(
+        web.app,
+        'POST',
+        `/companies/${tenant.companyId}/automations`,
+        {
+          name: 'follow up',
+          trigger: 'task.created',
+          conditions: { task_type: 'call' },
+          actions: [{ type: 'create_task', title: 'Follow up', due_in_minutes: 5 }],
+        },
+        201,
+      )
+    ).json();
+    await createTask(web.app, tenant, { title: 'Call', task_type: 'call' });
+    const created = await tail(web.app, tenant.key, (events) => events.length >= 2);
+    expect(created.map((event) => [event.data.title, event.actor])).toEqual([
+      ['Call', { type: 'api_key', id: tenant.keyId }],
+      ['Follow up', { type: 'automation', id: rule.automation_id }],
+    ]);
+    await scanOverdueTasks(
+      { tasks: web.app.repos.tasks, publisher: web.publisher, logger: silent },
+      new Date(Date.now() + 3_600_000),
+    );
+    const overdue = await waitFor(async () => {
+      const events = (await ext(web.app, tenant.key, 'GET', '/events?type=task.overdue')).json<FeedEvent[]>();
+      return events.length === 2 ? events : undefined;
+    });
+    expect(overdue!.map((event) => event.actor)).toEqual([{ type: 'system' }, { type: 'system' }]);
+  });
+
+  it("a hook's filter.exclude_actors leaves out the events its keys caused; a foreign key is refused", async () => {
+    const tenant = await createTenant(web.app);
+    const other = await createTenant(web.app);
+    const sync = await createKey(web.app, tenant.companyId, tenant.userId, ['tasks:read', 'tasks:write']);
+    const refused = await ext(web.app, tenant.key, 'POST', '/hooks', {
+      target_url: inbox.url('/foreign'),
+      events: ['task.created'],
+      filter: { exclude_actors: [other.keyId] },
+    });
+    expect(expectProblem(refused, 400, 'validation_failed').errors[0].path).toBe('filter.exclude_actors.0');
+    const hook = await ext(web.app, tenant.key, 'POST', '/hooks', {
+      target_url: inbox.url('/echo'),
+      events: ['task.created'],
+      filter: { exclude_actors: [sync.key_id] },
+    });
+    expect(hook.statusCode, hook.body).toBe(201);
+    expect(hook.json().filter).toEqual({ exclude_actors: [sync.key_id] });
+    const echo = await ext(web.app, sync.key, 'POST', '/tasks', {
+      title: 'from the sync',
+      due_at: '2030-01-01T00:00:00Z',
+    });
+    expect(echo.statusCode).toBe(201);
+    await createTask(web.app, tenant, { title: 'from the main key' });
+    // Both events are readable; the later one reaching the hook shows the earlier one was left out.
+    await tail(web.app, tenant.key, (events) => events.length >= 2);
+    const delivered = await waitFor(() => {
+      const bodies = inbox.requests.filter((request) => request.body.includes(tenant.companyId));
+      return bodies.length >= 1 ? bodies : undefined;
+    });
+    await sleep(300);
+    expect(delivered!.map((request) => JSON.parse(request.body).data.title)).toEqual(['from the main key']);
   });
 });
 
