@@ -52,8 +52,11 @@ export interface HookDoc {
   failing_since: Date | null;
 }
 
-/** Why a hook is disabled: its deliveries failed for 5 days, or the key that created it was revoked or expired. */
-export const HOOK_DISABLED_REASONS = ['failing', 'key_revoked'] as const;
+/**
+ * Why a hook is disabled: its deliveries failed for 5 days, the key that created it was revoked or expired,
+ * or its subscriber disabled it (PATCH `enabled: false`).
+ */
+export const HOOK_DISABLED_REASONS = ['failing', 'key_revoked', 'manual'] as const;
 export type HookDisabledReason = (typeof HOOK_DISABLED_REASONS)[number];
 
 /**
@@ -350,6 +353,52 @@ export class HooksRepository {
         return rotated;
       }
     }
+  }
+
+  /**
+   * Changes a hook (PATCH): its target, types and filter as given; `enabled` false disables it (manual),
+   * true re-enables it with its failure state cleared. A hook disabled because its key was revoked stays
+   * disabled. Returns the hook after the change, `{ existing }` when another hook of the company already
+   * has that target and those types, or null when there is no such hook.
+   */
+  async update(
+    companyId: string,
+    hookId: string,
+    change: { target_url?: string; events?: HookEvent[]; filter?: HookFilter | null; enabled?: boolean },
+    now = new Date(),
+  ): Promise<HookDoc | { existing: HookDoc } | null> {
+    const set: Partial<HookDoc> = {};
+    if (change.target_url !== undefined) set.target_url = change.target_url;
+    if (change.events !== undefined)
+      Object.assign(set, { event: change.events[0], events: change.events, events_key: eventsKey(change.events) });
+    if (change.filter !== undefined) set.filter = change.filter;
+    if (change.enabled === true) Object.assign(set, { disabled_at: null, disabled_reason: null, failing_since: null });
+    const filter = { company_id: companyId, _id: hookId };
+    try {
+      if (Object.keys(set).length > 0) {
+        const guard = change.enabled === true ? { disabled_reason: { $ne: 'key_revoked' as const } } : {};
+        const updated = await this.hooks.updateOne({ ...filter, ...guard }, { $set: set });
+        if (updated.matchedCount === 0 && !(await this.hooks.findOne(filter))) return null;
+      }
+      if (change.enabled === false)
+        await this.hooks.updateOne(
+          { ...filter, disabled_at: null },
+          { $set: { disabled_at: now, disabled_reason: 'manual' } },
+        );
+    } catch (error) {
+      if (!isDuplicateKeyError(error)) throw error;
+      const current = await this.hooks.findOne(filter);
+      const existing = await this.hooks.findOne({
+        company_id: companyId,
+        _id: { $ne: hookId },
+        target_url: change.target_url ?? current?.target_url,
+        events_key: eventsKey(change.events ?? (current ? eventsOf(current) : [])),
+      });
+      if (existing) return { existing };
+      throw error;
+    }
+    await this.announce(companyId);
+    return this.hooks.findOne(filter);
   }
 
   /** Re-enables a hook disabled for failing; one disabled because its key was revoked stays disabled. */

@@ -12,6 +12,7 @@ import {
   redeliverySchema,
   rotatedSecretSchema,
   toHookResponse,
+  updateHookBody,
 } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
@@ -67,6 +68,23 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
       setNextPageHeaders(request, reply, page.nextCursor);
       return page.rows.map((hook) => toHookResponse(hook));
     },
+  );
+
+  app.patch(
+    '/hooks/:hook_id',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Change a REST hook: its target, event types, filter, or whether it is enabled',
+        description:
+          'The secret, the deliveries log and the key that created the hook stay. target_url is judged as at subscribe (private, loopback and metadata addresses are refused); new event types need their read scopes (task.*: tasks:read, item.*: items:read, *: both; 403 insufficient_scope). enabled false disables the hook (disabled_reason manual); enabled true re-enables a hook disabled manually or for failing and clears its failure state, so the 5-day rule starts again (a hook disabled because its key was revoked stays disabled: 400). Another hook with the same target and types answers 409 hook_exists.',
+        params: hookParams,
+        body: updateHookBody,
+        response: { 200: hookSchema },
+      },
+    },
+    async (request) => toHookResponse(await hooks.update(authOf(request), request.params.hook_id, request.body)),
   );
 
   app.delete(

@@ -72,9 +72,10 @@ export const hookSchema = z
       .enum(HOOK_DISABLED_REASONS)
       .nullable()
       .describe(
-        'Why the hook is disabled, null while enabled: `failing` (every delivery failed for 5 days; subscribing ' +
-          'again, a test or a redelivery re-enables it) or `key_revoked` (the API key that created it was revoked ' +
-          'or expired; it stays disabled: delete it and subscribe again with a valid key)',
+        'Why the hook is disabled, null while enabled: `failing` (every delivery failed for 5 days; PATCH ' +
+          'enabled true, subscribing again, a test or a redelivery re-enables it), `manual` (PATCH enabled false) ' +
+          'or `key_revoked` (the API key that created it was revoked or expired; it stays disabled: delete it and ' +
+          'subscribe again with a valid key)',
       ),
     disabled_at: isoTimestampOutput
       .nullable()
@@ -101,24 +102,25 @@ export const createdHookSchema = z
   })
   .meta({ id: 'HookWithSecret', example: { ...example, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } });
 
+const targetUrl = z
+  .url({ protocol: /^https?$/ })
+  .max(2_000)
+  .describe('http(s) URL that receives signed POSTs; private, loopback and metadata addresses are refused');
+const eventList = z
+  .array(hookEvent)
+  .min(1)
+  .max(MAX_HOOK_EVENTS)
+  .superRefine((types, ctx) => {
+    if (types.includes('*') && types.length > 1)
+      ctx.addIssue({ code: 'custom', message: '"*" stands alone: every type, or a list of types without it' });
+    if (new Set(types).size < types.length) ctx.addIssue({ code: 'custom', message: 'lists a type twice' });
+  });
+
 export const createHookBody = z
   .strictObject({
-    target_url: z
-      .url({ protocol: /^https?$/ })
-      .max(2_000)
-      .describe('http(s) URL that receives signed POSTs; private, loopback and metadata addresses are refused'),
+    target_url: targetUrl,
     event: hookEvent.optional().describe('One event type, or * for every type (give this or `events`)'),
-    events: z
-      .array(hookEvent)
-      .min(1)
-      .max(MAX_HOOK_EVENTS)
-      .superRefine((types, ctx) => {
-        if (types.includes('*') && types.length > 1)
-          ctx.addIssue({ code: 'custom', message: '"*" stands alone: every type, or a list of types without it' });
-        if (new Set(types).size < types.length) ctx.addIssue({ code: 'custom', message: 'lists a type twice' });
-      })
-      .optional()
-      .describe(`1 to ${MAX_HOOK_EVENTS} event types, or ["*"] (give this or \`event\`)`),
+    events: eventList.optional().describe(`1 to ${MAX_HOOK_EVENTS} event types, or ["*"] (give this or \`event\`)`),
     filter: hookFilter.optional(),
   })
   .superRefine((body, ctx) => {
@@ -136,6 +138,31 @@ export const createHookBody = z
   });
 
 export type CreateHookBody = z.infer<typeof createHookBody>;
+
+/** PATCH /v1/ext/hooks/{hook_id} (DECISIONS.md 13.2): what is given changes; the secret and history stay. */
+export const updateHookBody = z
+  .strictObject({
+    target_url: targetUrl.optional(),
+    events: eventList.optional().describe(`1 to ${MAX_HOOK_EVENTS} event types, or ["*"]`),
+    filter: hookFilter.nullable().optional().describe('The new filter; null removes it'),
+    enabled: z
+      .boolean()
+      .optional()
+      .describe(
+        'false disables the hook (disabled_reason manual); true re-enables it and clears its failure state, so the 5-day rule starts again',
+      ),
+  })
+  .superRefine((body, ctx) => {
+    if (Object.keys(body).length === 0)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['target_url'],
+        message: 'give at least one of target_url, events, filter, enabled',
+      });
+  })
+  .meta({ example: { target_url: 'https://hooks.example.com/v2/pipeline-records', enabled: true } });
+
+export type UpdateHookBody = z.infer<typeof updateHookBody>;
 
 const statusCode = z.number().int().min(100).max(999).nullable();
 /** The subscribed types of a valid body (one of `event` and `events` is there). */

@@ -22,6 +22,7 @@ import {
   type DeliveryAttemptResponse,
   type HookPingResponse,
   type RotatedSecretResponse,
+  type UpdateHookBody,
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
 import type { ApiKeyDoc } from '../auth/api-keys.repository.js';
@@ -159,6 +160,40 @@ export class HooksService {
     // Subscribing again re-enables (section 9), unless the hook's key was revoked (reenable leaves that one).
     if (hook.disabled_at) await this.deps.hooks.reenable(hook.company_id, hook._id);
     throw new HookExistsError(hook._id);
+  }
+
+  /**
+   * PATCH /v1/ext/hooks/{hook_id} (DECISIONS.md 13.2): target and filter judged as at subscribe, new types
+   * need their read scopes (13.4); the secret, the key that created the hook and its deliveries stay.
+   */
+  async update(
+    auth: Pick<AuthContext, 'companyId' | 'scopes'>,
+    hookId: string,
+    body: UpdateHookBody,
+  ): Promise<HookDoc> {
+    const companyId = auth.companyId;
+    const current = await this.get(companyId, hookId);
+    if (body.events) {
+      const missing = missingReadScope(body.events, auth.scopes);
+      if (missing) throw new InsufficientScopeError(missing);
+    }
+    ValidationError.throwIfAny(
+      await this.referenceProblems(companyId, { target_url: body.target_url, filter: body.filter ?? undefined }),
+    );
+    if (body.enabled === true && current.disabled_reason === 'key_revoked')
+      throw ValidationError.single(
+        'enabled',
+        'the API key that created this hook was revoked or expired: subscribe again with a valid key',
+      );
+    const updated = await this.deps.hooks.update(companyId, hookId, {
+      ...(body.target_url !== undefined ? { target_url: body.target_url } : {}),
+      ...(body.events !== undefined ? { events: body.events } : {}),
+      ...(body.filter !== undefined ? { filter: body.filter ? filterOf(body.filter) : null } : {}),
+      ...(body.enabled !== undefined ? { enabled: body.enabled } : {}),
+    });
+    if (!updated) throw new NotFoundError('Hook');
+    if ('existing' in updated) throw new HookExistsError(updated.existing._id);
+    return updated;
   }
 
   /** A page of the company's hooks in creation order. */

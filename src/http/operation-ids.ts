@@ -25,6 +25,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'POST /v1/ext/hooks': 'createHook',
   'GET /v1/ext/hooks': 'listHooks',
   'DELETE /v1/ext/hooks/{hook_id}': 'deleteHook',
+  'PATCH /v1/ext/hooks/{hook_id}': 'updateHook',
   'POST /v1/ext/hooks/{hook_id}/test': 'testHook',
   'POST /v1/ext/hooks/{hook_id}/rotate-secret': 'rotateHookSecret',
   'GET /v1/ext/hooks/{hook_id}/deliveries': 'listHookDeliveries',
