@@ -1,5 +1,5 @@
 import { MongoClient } from 'mongodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
@@ -20,6 +20,12 @@ afterAll(async () => t?.close());
 
 describe.each(EXT_ROUTES)('$method $scope route', (route) => {
   const call = (key: string | undefined) => ext(t.app, key, route.method, route.url(tenant), route.body?.(tenant));
+  // Each route's refusals start a fresh failed-auth window: the matrix's guesses add up past its limit
+  // (20 a minute per address), which the throttle's own tests below judge.
+  beforeEach(async () => {
+    const counted = await t.redis.keys(`*${t.config.QUEUE_PREFIX}*authfail*`);
+    if (counted.length > 0) await t.redis.del(...counted);
+  });
 
   it('refuses a missing key with 401', async () => {
     expectProblem(await call(undefined), 401, 'unauthorized');

@@ -36,6 +36,7 @@ function foreignAddressedRequests() {
   const bodies: Record<string, unknown> = {
     'PATCH /v1/ext/items/:item_id': { name: 'Hijacked' },
     'PATCH /v1/ext/tasks/:task_id': { title: 'Hijacked', is_completed: true },
+    'PATCH /v1/ext/hooks/:hook_id': { enabled: false },
   };
   return (
     t.app.routeTable
