@@ -1,5 +1,5 @@
 import { InsufficientScopeError, NotFoundError, ValidationError } from '../shared/errors.js';
-import { PAGE_BUDGET_BYTES, storedSize, type CursorCodec } from '../shared/pagination.js';
+import { readWithinBudget, type CursorCodec } from '../shared/pagination.js';
 import { EVENT_TYPES, type EventType } from './envelope.js';
 import { toFeedEvent, type FeedEvent, type ListEventsQuery } from './schemas.js';
 import type { AuthContext } from '../auth/authenticator.js';
@@ -52,8 +52,7 @@ export class EventFeed {
     const codec = await this.deps.cursors();
     // A cursor is only valid for the company, filters and visible types it was issued for.
     const scope = `feed:${auth.companyId}:${JSON.stringify({ ...filter, types })}`;
-    let position = rawCursor ? codec.decode(rawCursor, scope).value : (after ?? 0);
-    if (!Number.isSafeInteger(position) || position < 0) position = 0;
+    const position = rawCursor ? codec.decode(rawCursor, scope).value : (after ?? 0);
     const feedFilter = {
       types,
       occurredAfter: query.occurred_after,
@@ -66,7 +65,7 @@ export class EventFeed {
       const readable = await this.deps.sequences.readableOf(auth.companyId);
       const rows =
         readable > position
-          ? await withinBudget(
+          ? await readWithinBudget(
               this.deps.events.list(auth.companyId, feedFilter, limit, { afterSequence: position, readable }),
             )
           : [];
@@ -90,23 +89,4 @@ export class EventFeed {
     if (!doc || !visible.includes(doc.event.type)) throw new NotFoundError('Event');
     return toFeedEvent(doc.event);
   }
-}
-
-/**
- * The rows of a page up to the byte budget (docs/pagination.md), at least one: the cursor then points
- * after the last row returned, so the feed stays exact. Reading stops there and the cursor is closed.
- */
-async function withinBudget<T extends object>(rows: AsyncIterable<T> & { close(): Promise<void> }): Promise<T[]> {
-  const page: T[] = [];
-  let bytes = 0;
-  try {
-    for await (const row of rows) {
-      bytes += storedSize(row);
-      if (page.length > 0 && bytes > PAGE_BUDGET_BYTES) break;
-      page.push(row);
-    }
-  } finally {
-    await rows.close();
-  }
-  return page;
 }

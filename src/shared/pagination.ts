@@ -184,3 +184,24 @@ export async function pageOf<T extends { _id: string }>(
   if (!more || last === undefined) return { rows: page };
   return { rows: page, nextCursor: makeCursor(sortValue(last).getTime(), last._id) };
 }
+
+/**
+ * The rows of a driver cursor up to the byte budget, at least one, for a page whose `limit` is in the query
+ * (the feed): its cursor then points after the last row returned. Reading stops there and the cursor is closed.
+ */
+export async function readWithinBudget<T extends object>(
+  rows: AsyncIterable<T> & { close(): Promise<void> },
+): Promise<T[]> {
+  const page: T[] = [];
+  let bytes = 0;
+  try {
+    for await (const row of rows) {
+      bytes += storedSize(row);
+      if (page.length > 0 && bytes > PAGE_BUDGET_BYTES) break;
+      page.push(row);
+    }
+  } finally {
+    await rows.close();
+  }
+  return page;
+}
