@@ -125,6 +125,8 @@ const envSchema = z.object({
     .default([...WORKER_ROLES]),
   /** Events stay readable (GET /v1/ext/events) and reconcilable this long after they occurred. */
   EVENTS_RETENTION_DAYS: positiveInt.max(3_650).default(30),
+  /** Each item's and task's history (and `as_of` reads) reach back this far, separately from events. */
+  HISTORY_RETENTION_DAYS: positiveInt.max(3_650).default(365),
   /** How often the relay checks whether Redis lost work MongoDB says is unfinished (DECISIONS.md 12.1). */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   /** The event sequencer's lease (DECISIONS.md 13.1): how soon another process takes over from one that died. */

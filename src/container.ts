@@ -3,6 +3,7 @@ import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
 import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
+import { HistoryService } from './history/service.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { SequencerStore } from './events/sequencer-store.js';
 import { HooksService } from './hooks/service.js';
@@ -54,7 +55,11 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
   const { config, db, redis, queues, logger } = deps;
   // Hook, pipeline and access lookups are cached; changes reach every process over these feeds.
   const changes = createChangeFeeds(redis, config.QUEUE_PREFIX, logger);
-  const repos = createRepositories(db, { changes, eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
+  const repos = createRepositories(db, {
+    changes,
+    eventsRetentionDays: config.EVENTS_RETENTION_DAYS,
+    historyRetentionDays: config.HISTORY_RETENTION_DAYS,
+  });
   const publisher = deps.publisher ? deps.publisher(repos.events) : (relayOnlyPublisher as P);
   const cursors = lazyCursorCodec(db);
   const targetGuard = new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver);
@@ -76,6 +81,14 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       cursors,
       waiters: feedWaiters,
       keyOfCompany: async (companyId, keyId) => (await repos.apiKeys.findById(companyId, keyId)) !== null,
+    }),
+    history: new HistoryService({
+      history: repos.history,
+      cursors,
+      recordKnown: async (kind, companyId, id) =>
+        kind === 'item'
+          ? (await repos.items.pipelineOf(companyId, id)) !== null
+          : await repos.tasks.existsEver(companyId, id),
     }),
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),

@@ -2,6 +2,7 @@ import { ApiKeysRepository } from './auth/api-keys.repository.js';
 import { AutomationsRepository } from './automations/repository.js';
 import { CompaniesRepository } from './companies/repository.js';
 import { EventsRepository } from './events/repository.js';
+import { HistoryRepository } from './history/repository.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
 import { HooksRepository } from './hooks/repository.js';
 import { WebhookSecretsRepository } from './hooks/webhook-secrets.repository.js';
@@ -19,6 +20,8 @@ export interface RepositoryOptions {
   changes?: ChangeFeeds;
   /** EVENTS_RETENTION_DAYS (default 30). */
   eventsRetentionDays?: number;
+  /** HISTORY_RETENTION_DAYS (default 365). */
+  historyRetentionDays?: number;
 }
 
 /** One repository per collection; the only code that touches that collection. */
@@ -37,6 +40,7 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
     automations: new AutomationsRepository(db),
     hooks: new HooksRepository(db, options.changes?.hooks, (companyId, itemId) => items.pipelineOf(companyId, itemId)),
     deliveries: new DeliveriesRepository(db),
+    history: new HistoryRepository(db, options.historyRetentionDays),
     webhookSecrets: new WebhookSecretsRepository(db),
   };
 }
@@ -62,6 +66,7 @@ export async function ensureIndexes(db: Db, logger?: Logger): Promise<string[]> 
     HooksRepository,
     DeliveriesRepository,
     EventsRepository,
+    HistoryRepository,
   ]) {
     for (const index of await repository.ensureIndexes(db)) {
       logger?.warn({ index }, 'index rebuilt: its declaration changed');

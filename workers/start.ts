@@ -78,6 +78,7 @@ export function createWorkerContext(options: WorkerOptions): WorkerContext & { c
       new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
         eventStore: events,
         sequencerLeaseMs: config.SEQUENCER_LEASE_MS,
+        historyRetentionDays: config.HISTORY_RETENTION_DAYS,
       }),
   });
   return {

@@ -112,6 +112,11 @@ export class TasksRepository {
     await this.collection.insertOne(doc);
   }
 
+  /** Whether the company has or had the task (archived counts): its history stays readable. */
+  async existsEver(companyId: string, taskId: string): Promise<boolean> {
+    return (await this.collection.findOne({ company_id: companyId, _id: taskId }, { projection: { _id: 1 } })) !== null;
+  }
+
   findById(companyId: string, taskId: string): Promise<TaskDoc | null> {
     return this.collection.findOne(
       { company_id: companyId, _id: taskId, ...LIVE_TASK },
