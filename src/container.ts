@@ -3,6 +3,7 @@ import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
 import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
+import { ExportService } from './export/service.js';
 import { HistoryService } from './history/service.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { SequencerStore } from './events/sequencer-store.js';
@@ -66,6 +67,13 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
   const authenticator = new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access);
   const sequences = new SequencerStore(db);
   const feedWaiters = new FeedWaiters(changes.events, (companyIds) => sequences.readableOfMany(companyIds));
+  const eventFeed = new EventFeed({
+    events: repos.events,
+    sequences,
+    cursors,
+    waiters: feedWaiters,
+    keyOfCompany: async (companyId, keyId) => (await repos.apiKeys.findById(companyId, keyId)) !== null,
+  });
   const services = {
     publisher,
     /** This process's change feeds (tests wait on `live`). */
@@ -75,13 +83,8 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     authenticator,
     pipelines: new PipelinesService(repos.pipelines),
     feedWaiters,
-    eventFeed: new EventFeed({
-      events: repos.events,
-      sequences,
-      cursors,
-      waiters: feedWaiters,
-      keyOfCompany: async (companyId, keyId) => (await repos.apiKeys.findById(companyId, keyId)) !== null,
-    }),
+    eventFeed,
+    exports: new ExportService({ items: repos.items, tasks: repos.tasks, pipelines: repos.pipelines, feed: eventFeed }),
     history: new HistoryService({
       history: repos.history,
       cursors,

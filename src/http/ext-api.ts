@@ -1,5 +1,6 @@
 import { createExtAuthHook } from '../auth/ext-auth.js';
 import { eventsRoutes } from '../events/routes.js';
+import { exportRoutes } from '../export/routes.js';
 import { historyRoutes } from '../history/routes.js';
 import { hooksRoutes } from '../hooks/routes.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
@@ -23,4 +24,5 @@ export const extApi: FastifyPluginAsyncZod = async (app) => {
   await app.register(hooksRoutes);
   await app.register(eventsRoutes);
   await app.register(historyRoutes);
+  await app.register(exportRoutes);
 };

@@ -25,12 +25,12 @@ interface Entry {
 
 /** The record's history once it holds `count` entries (the sequencer writes it with the events' batch). */
 async function historyOf(kind: 'items' | 'tasks', id: string, count: number, who = tenant): Promise<Entry[]> {
-  return waitFor(async () => {
+  return (await waitFor<Entry[] | undefined>(async () => {
     const response = await ext(t.app, who.key, 'GET', `/${kind}/${id}/history?limit=200`);
     expect(response.statusCode, response.body).toBe(200);
     const entries = response.json<Entry[]>();
     return entries.length >= count ? entries : undefined;
-  });
+  }))!;
 }
 
 describe('GET /v1/ext/items/{item_id}/history', () => {
