@@ -3,7 +3,7 @@ import cron from 'node-cron';
 import { z } from 'zod';
 import { isClusterUrl, parseClusterUrl, queuePrefixFor } from './shared/redis.js';
 
-export const WORKER_ROLES = ['automations', 'hooks', 'overdue', 'relay'] as const;
+export const WORKER_ROLES = ['automations', 'hooks', 'overdue', 'relay', 'erasures'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');

@@ -1,12 +1,13 @@
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
+import { ErasureService } from './erasure/service.js';
 import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
-import { ExportService } from './export/service.js';
-import { HistoryService } from './history/service.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { SequencerStore } from './events/sequencer-store.js';
+import { ExportService } from './export/service.js';
+import { HistoryService } from './history/service.js';
 import { HooksService } from './hooks/service.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { ItemsService } from './items/service.js';
@@ -67,6 +68,11 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
   const authenticator = new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access);
   const sequences = new SequencerStore(db);
   const feedWaiters = new FeedWaiters(changes.events, (companyIds) => sequences.readableOfMany(companyIds));
+  /** Whether the company has or had (archived counts) the item or task: its history and erasure need it. */
+  const recordKnown = async (kind: 'item' | 'task', companyId: string, id: string) =>
+    kind === 'item'
+      ? (await repos.items.pipelineOf(companyId, id)) !== null
+      : await repos.tasks.existsEver(companyId, id);
   const eventFeed = new EventFeed({
     events: repos.events,
     sequences,
@@ -88,10 +94,13 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     history: new HistoryService({
       history: repos.history,
       cursors,
-      recordKnown: async (kind, companyId, id) =>
-        kind === 'item'
-          ? (await repos.items.pipelineOf(companyId, id)) !== null
-          : await repos.tasks.existsEver(companyId, id),
+      recordKnown,
+    }),
+    erasures: new ErasureService({
+      erasures: repos.erasures,
+      logger,
+      recordKnown,
+      enqueue: async (job) => void (await queues.erasures.add('erasure', job, { jobId: job.erasure_id })),
     }),
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),

@@ -1,6 +1,7 @@
 import { ApiKeysRepository } from './auth/api-keys.repository.js';
 import { AutomationsRepository } from './automations/repository.js';
 import { CompaniesRepository } from './companies/repository.js';
+import { ErasuresRepository } from './erasure/repository.js';
 import { EventsRepository } from './events/repository.js';
 import { HistoryRepository } from './history/repository.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
@@ -41,6 +42,7 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
     hooks: new HooksRepository(db, options.changes?.hooks, (companyId, itemId) => items.pipelineOf(companyId, itemId)),
     deliveries: new DeliveriesRepository(db),
     history: new HistoryRepository(db, options.historyRetentionDays),
+    erasures: new ErasuresRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),
   };
 }
@@ -67,6 +69,7 @@ export async function ensureIndexes(db: Db, logger?: Logger): Promise<string[]> 
     DeliveriesRepository,
     EventsRepository,
     HistoryRepository,
+    ErasuresRepository,
   ]) {
     for (const index of await repository.ensureIndexes(db)) {
       logger?.warn({ index }, 'index rebuilt: its declaration changed');

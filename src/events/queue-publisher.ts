@@ -1,3 +1,5 @@
+import { HistoryRepository } from '../history/repository.js';
+import { historyRowsOf } from '../history/rows.js';
 import { feedChannel } from '../shared/change-feeds.js';
 import { Coalescer } from '../shared/coalesce.js';
 import {
@@ -9,8 +11,6 @@ import {
 } from '../shared/queues.js';
 import { withTimeout } from '../shared/time.js';
 import { inPublishSpan } from '../telemetry/events.js';
-import { HistoryRepository } from '../history/repository.js';
-import { historyRowsOf } from '../history/rows.js';
 import { clearPublished, eventBytes } from './outbox.js';
 import { EventsRepository, type EventConsumer } from './repository.js';
 import { SequencerStore } from './sequencer-store.js';

@@ -67,9 +67,9 @@ export class ExportService {
   }
 
   private stream<T>(cursor: Closable<T>, toLine: (doc: T) => object | Promise<object>): Readable {
-    const service = this;
+    const track = (delta: number) => (this.active += delta);
     async function* lines(): AsyncGenerator<string> {
-      service.active++;
+      track(1);
       try {
         let chunk = '';
         for await (const doc of cursor) {
@@ -81,7 +81,7 @@ export class ExportService {
         }
         if (chunk) yield chunk;
       } finally {
-        service.active--;
+        track(-1);
         await cursor.close();
       }
     }

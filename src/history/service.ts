@@ -1,10 +1,10 @@
 import { NotFoundError } from '../shared/errors.js';
 import { companyScopedKey } from '../shared/ids.js';
 import { toHistoryEntry, type HistoryQuery, type ItemHistoryEntry, type TaskHistoryEntry } from './schemas.js';
-import type { HistoryRepository } from './repository.js';
-import type { RecordKind } from './rows.js';
 import type { ItemResponse } from '../items/schemas.js';
 import type { CursorCodec } from '../shared/pagination.js';
+import type { HistoryRepository } from './repository.js';
+import type { RecordKind } from './rows.js';
 
 export interface HistoryServiceDeps {
   history: Pick<HistoryRepository, 'page' | 'latestAt' | 'retainedSince'>;

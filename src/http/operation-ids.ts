@@ -57,6 +57,8 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'GET /v1/admin/companies/{company_id}/hooks': 'listCompanyHooks',
   'GET /v1/admin/companies/{company_id}/hooks/{hook_id}': 'getCompanyHook',
   'DELETE /v1/admin/companies/{company_id}/hooks/{hook_id}': 'deleteCompanyHook',
+  'POST /v1/admin/companies/{company_id}/erasures': 'createErasure',
+  'GET /v1/admin/companies/{company_id}/erasures/{erasure_id}': 'getErasure',
   'GET /v1/admin/openapi.json': 'getAdminOpenApiDocument',
 };
 

@@ -281,6 +281,12 @@ export class ItemsRepository {
       .batchSize(batchSize);
   }
 
+  /** Erasure (docs/erasure.md): the item's document, archived or not, its outbox with it. */
+  async erase(companyId: string, itemId: string): Promise<void> {
+    this.existing.forget(companyScopedKey(companyId, itemId));
+    await this.collection.deleteOne({ company_id: companyId, _id: itemId });
+  }
+
   /** Served by the duplicate_tokens multikey index; newest first. */
   findByTokens(
     companyId: string,

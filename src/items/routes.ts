@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { asOfQuery } from '../history/schemas.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';
 import { ValidationError } from '../shared/errors.js';
 import { versionEtag } from '../shared/etag.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
-import { asOfQuery } from '../history/schemas.js';
 import { runBatch } from './batch.js';
 import {
   batchBody,

@@ -124,6 +124,11 @@ export class TasksRepository {
       .batchSize(batchSize);
   }
 
+  /** Erasure (docs/erasure.md): the task's document, archived or not, its outbox with it. */
+  async erase(companyId: string, taskId: string): Promise<void> {
+    await this.collection.deleteOne({ company_id: companyId, _id: taskId });
+  }
+
   /** Whether the company has or had the task (archived counts): its history stays readable. */
   async existsEver(companyId: string, taskId: string): Promise<boolean> {
     return (await this.collection.findOne({ company_id: companyId, _id: taskId }, { projection: { _id: 1 } })) !== null;
