@@ -10,6 +10,8 @@ export const SCENARIO_GROUPS = [
   'conventional',
   'tracing',
   'durable',
+  'history',
+  'export',
   'webhooks',
   'feed',
   'memory',
