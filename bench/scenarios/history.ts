@@ -134,7 +134,7 @@ async function isolatedWeb(stack: Stack, name: string, imports: string[]) {
     { MONGO_DB: `${stack.dbName}_${name.replaceAll('-', '_')}` },
     { imports },
   );
-  const tenant: Tenant = await createTenant({ ...stack, web } as Stack, `Bench ${name}`);
+  const tenant: Tenant = await createTenant({ ...stack, web }, `Bench ${name}`);
   const ids: string[] = [];
   for (let index = 0; index < 200; index++) {
     const response = await fetch(`${web.url}/v1/ext/items`, {
