@@ -36,10 +36,15 @@ async function exportRows(context: BenchContext): Promise<Row[]> {
   })();
   // What the RSS is made of, from /metrics every second: V8's heap and the memory outside it (Buffers).
   const gauges = new Map<string, number>();
+  /** V8's heap total every 5 s, with the records read by then: whether it grows with the export or plateaus. */
+  const heapTrace: string[] = [];
+  let lines = 0;
   const gaugeSampler = (async () => {
-    while (sampling) {
-      for (const [series, mb] of await memoryGaugesOf(stack.web.url))
+    for (let tick = 0; sampling; tick++) {
+      for (const [series, mb] of await memoryGaugesOf(stack.web.url)) {
         gauges.set(series, Math.max(gauges.get(series) ?? 0, mb));
+        if (series === 'heap total' && tick % 5 === 0) heapTrace.push(`${int(lines / 1_000)}k: ${mb.toFixed(0)}`);
+      }
       await sleep(1_000);
     }
   })();
@@ -47,7 +52,6 @@ async function exportRows(context: BenchContext): Promise<Row[]> {
   const started = performance.now();
   const response = await fetch(`${stack.web.url}/v1/ext/export/items`, { headers: { 'x-api-key': tenant.key } });
   if (response.status !== 200) throw new Error(`export: ${response.status} ${await response.text()}`);
-  let lines = 0;
   let bytes = 0;
   for await (const chunk of response.body!) {
     bytes += chunk.length;
@@ -74,7 +78,7 @@ async function exportRows(context: BenchContext): Promise<Row[]> {
       baseline: `${idle.toFixed(0)} MB idle`,
       target: `≤ +${EXPORT_RSS_BUDGET_MB} MB over idle`,
       pass: grew <= EXPORT_RSS_BUDGET_MB,
-      note: `Peak RSS ${peak.toFixed(0)} MB, sampled every 100 ms with ps, against the RSS just before the export (${idle.toFixed(0)} MB). From /metrics, idle → highest during the export: ${gaugeText}.`,
+      note: `Peak RSS ${peak.toFixed(0)} MB, sampled every 100 ms with ps, against the RSS just before the export (${idle.toFixed(0)} MB). From /metrics, idle → highest during the export: ${gaugeText}; heap total (MB) by records read: ${heapTrace.join(', ')}.`,
     },
   ];
 }
