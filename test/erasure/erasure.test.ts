@@ -147,10 +147,11 @@ describe('POST /v1/admin/companies/{company_id}/erasures', () => {
     );
   });
 
-  it('erases a task the same way', async () => {
+  it('erases a task the same way, also one deleted (archived) before', async () => {
     const task = await createTask(t.app, tenant, { title: 'Quokka-Saffron-Task', notes: 'Quokka notes' });
+    expect((await ext(t.app, tenant.key, 'DELETE', `/tasks/${task.task_id}`)).statusCode).toBe(204);
     await waitFor(
-      async () => (await t.db.collection('record_history').countDocuments({ resource_id: task.task_id })) === 1,
+      async () => (await t.db.collection('record_history').countDocuments({ resource_id: task.task_id })) === 2,
     );
     const erasure = (
       await admin(t.app, 'POST', `/companies/${tenant.companyId}/erasures`, { task_id: task.task_id }, 202)
