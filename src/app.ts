@@ -35,6 +35,7 @@ import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
 import { closeQueues, createQueues } from './shared/queues.js';
 import { keyNamespace, type RedisClient } from './shared/redis.js';
+import './shared/zod-messages.js';
 import { traceRequests } from './telemetry/requests.js';
 import { tracingStarted } from './telemetry/state.js';
 import type { Config } from './config.js';

@@ -1,6 +1,7 @@
 import fastifySwagger from '@fastify/swagger';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../events/envelope.js';
+import { FILTER_OPERATORS } from '../items/search.js';
 import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import { operationIdOf } from './operation-ids.js';
 import { PROBLEM_CONTENT_TYPE } from './problem.js';
@@ -48,17 +49,49 @@ const COMPONENT_HEADERS = {
     schema: { type: 'integer', minimum: 1, maximum: 86_400 },
     example: 7,
   },
-  NextCursor: {
-    description:
-      'Cursor of the next page, for the `cursor` query parameter; absent on the last page (a page may hold fewer than `limit` records: it ends at about 1 MiB)',
-    schema: { type: 'string' },
-    example: EXAMPLE_CURSOR,
-  },
   RequestId: {
     description: 'Request id (an incoming sane x-request-id is reused)',
     schema: { type: 'string' },
     example: '0d6f4d1e-3c1a-4b8e-9d0e-1f2a3b4c5d6e',
   },
+};
+
+const FEED_PATH = '/v1/ext/events';
+const ITEMS_PATH = '/v1/ext/items';
+
+const NEXT_CURSOR_HEADER = {
+  description:
+    'Cursor of the next page, for the `cursor` query parameter; absent on the last page (a page may hold fewer than `limit` records: it ends at about 1 MiB)',
+  required: false,
+  schema: { type: 'string' },
+  example: EXAMPLE_CURSOR,
+};
+
+const FEED_CURSOR_HEADER = {
+  description:
+    'The position after the last event returned (the same position when none was), on every answer: store it and pass it as `cursor` to resume exactly there',
+  required: true,
+  schema: { type: 'string' },
+  example: EXAMPLE_CURSOR,
+};
+
+/**
+ * `metadata.<field>=v` and `metadata.<field>[<op>]=v` are query parameters whose names vary, which OpenAPI
+ * says as one exploded form-style object: each property is a parameter of its own name.
+ */
+const METADATA_FILTERS = {
+  name: 'metadata',
+  in: 'query',
+  required: false,
+  style: 'form',
+  explode: true,
+  description: `Custom-field filters (need \`pipeline_id\`), one query parameter each, named \`metadata.<field>\` (equals) or \`metadata.<field>[<op>]\` with \`<op>\` one of ${FILTER_OPERATORS.join(', ')}; \`in\` takes comma-separated values, \`exists\` takes true or false. Example: \`metadata.deal_value[gte]=10000\`.`,
+  schema: {
+    type: 'object',
+    patternProperties: { [`^metadata\\.[^\\[\\]]+(\\[(${FILTER_OPERATORS.join('|')})\\])?$`]: { type: 'string' } },
+    additionalProperties: false,
+  },
+  example: { 'metadata.deal_value[gte]': '10000' },
 };
 
 const DESCRIPTION = `The external API of the pipeline records service. Authenticate with an API key in the
@@ -190,14 +223,20 @@ function decorateDocument(document: Json): Json {
         if (code === 429 || code === 503) response.headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
         if (code === 429 && rateLimited) response.headers['RateLimit-Remaining'] = EXHAUSTED_REMAINING;
         if (code === 200 && method === 'get' && response.content?.['application/json']?.schema?.type === 'array') {
+          // Inline, not a $ref: generators read `required` only on the header object itself, and the feed's
+          // cursor is on every answer while another list's is absent on its last page.
+          const feed = path === FEED_PATH;
           response.headers.Link = {
-            description:
-              'RFC 8288 link to the next page; absent on the last page. Follow it (or pass `x-next-cursor` as `cursor`) until it is absent: a page holds at most `limit` records and ends earlier at about 1 MiB of them',
+            description: feed
+              ? 'RFC 8288 link to the position after the last event returned; on every answer, an empty one included'
+              : 'RFC 8288 link to the next page; absent on the last page. Follow it (or pass `x-next-cursor` as `cursor`) until it is absent: a page holds at most `limit` records and ends earlier at about 1 MiB of them',
+            required: feed,
             schema: { type: 'string' },
             example: `<${path}?limit=50&cursor=${EXAMPLE_CURSOR}>; rel="next"`,
           };
-          response.headers['x-next-cursor'] = { $ref: '#/components/headers/NextCursor' };
+          response.headers['x-next-cursor'] = feed ? FEED_CURSOR_HEADER : NEXT_CURSOR_HEADER;
         }
+        if (code === 200 && method === 'get' && path === ITEMS_PATH) operation.parameters?.push(METADATA_FILTERS);
       }
       if (method === 'post' && path.startsWith(EXT_PREFIX)) {
         operation.parameters = [

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { errorTypeUri } from './error-reference.js';
+import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import type { AppError } from '../shared/errors.js';
 import type { FastifyReply } from 'fastify';
 
@@ -15,7 +15,9 @@ export const problemSchema = z
     }),
     title: z.string(),
     status: z.number().int().min(400).max(599).meta({ example: 400 }),
-    code: z.string(),
+    code: z
+      .enum(Object.keys(ERROR_CATALOGUE) as [string, ...string[]])
+      .describe('Stable, machine-readable; one of the codes at `/docs/errors`'),
     detail: z.string().optional(),
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
     errors_truncated: z.boolean().optional().describe('Present (true) when `errors[]` was cut at 100 entries'),
