@@ -41,7 +41,7 @@ export function toApiError(body: unknown, response: Response): ApiError {
       type: 'about:blank',
       title: response.statusText || 'Error',
       status: response.status,
-      code: (response.status >= 500 ? 'internal' : 'bad_request'),
+      code: response.status >= 500 ? 'internal' : 'bad_request',
       detail: typeof body === 'string' ? body.slice(0, 500) : undefined,
       request_id: response.headers.get('x-request-id') ?? '',
     },
