@@ -14,6 +14,7 @@ import { LastUsedTracker } from './auth/last-used.js';
 import { createContainer, type Container } from './container.js';
 import { countPendingOutboxes } from './events/outbox.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
+import { registerDeprecationHeaders } from './http/deprecation.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
 import { registerErrorReference } from './http/error-reference.js';
 import { extApi } from './http/ext-api.js';
@@ -162,6 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   registerErrorHandling(app);
   registerRequestObservation(app);
+  registerDeprecationHeaders(app);
 
   // Queue handles for the services, the board and the depth metrics; outages surface there, never as a crash.
   const queues = createQueues({ connection: deps.redis, prefix: deps.config.QUEUE_PREFIX });

@@ -2,6 +2,7 @@ import fastifySwagger from '@fastify/swagger';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../events/envelope.js';
 import { FILTER_OPERATORS } from '../items/search.js';
+import { deprecationHeaders, type FieldDeprecation } from './deprecation.js';
 import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import { operationIdOf } from './operation-ids.js';
 import { PROBLEM_CONTENT_TYPE } from './problem.js';
@@ -93,6 +94,27 @@ const METADATA_FILTERS = {
   },
   example: { 'metadata.deal_value[gte]': '10000' },
 };
+
+/** The Deprecation and Sunset headers of an answer with deprecated fields, with this route's dates as examples. */
+function deprecationHeadersDoc(operation: Json): Json {
+  const deprecation = operation['x-deprecation'] as FieldDeprecation;
+  const values = deprecationHeaders(deprecation);
+  const fields = deprecation.fields.map((field) => `\`${field}\``).join(', ');
+  return {
+    Deprecation: {
+      description: `RFC 9745: when ${fields} of this answer were deprecated (\`@\` and Unix seconds)`,
+      required: true,
+      schema: { type: 'string' },
+      example: values.deprecation,
+    },
+    Sunset: {
+      description: `RFC 8594: from this date ${fields} may be gone from this answer`,
+      required: true,
+      schema: { type: 'string' },
+      example: values.sunset,
+    },
+  };
+}
 
 const DESCRIPTION = `The external API of the pipeline records service. Authenticate with an API key in the
 \`x-api-key\` header; each operation names the scope it needs. Errors are RFC 9457 problem details
@@ -237,6 +259,7 @@ function decorateDocument(document: Json): Json {
           response.headers['x-next-cursor'] = feed ? FEED_CURSOR_HEADER : NEXT_CURSOR_HEADER;
         }
         if (code === 200 && method === 'get' && path === ITEMS_PATH) operation.parameters?.push(METADATA_FILTERS);
+        if (code < 300 && operation['x-deprecation']) Object.assign(response.headers, deprecationHeadersDoc(operation));
       }
       if (method === 'post' && path.startsWith(EXT_PREFIX)) {
         operation.parameters = [
@@ -251,6 +274,7 @@ function decorateDocument(document: Json): Json {
           },
         ];
       }
+      delete operation['x-deprecation'];
       const ifMatch = IF_MATCH[`${method} ${path}`];
       if (ifMatch) {
         operation.parameters = [
@@ -412,7 +436,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       ],
     },
     transform: (input) => {
-      const { url, route } = input as { url: string; route: { config?: { scope?: string; anyScope?: string[] } } };
+      const { url, route } = input as {
+        url: string;
+        route: { config?: { scope?: string; anyScope?: string[]; deprecation?: FieldDeprecation } };
+      };
       // The document of the external API only (DECISIONS.md section 11): admin and ops routes are left out.
       if (!url.startsWith(EXT_PREFIX) || url === `${EXT_PREFIX}openapi.json`) return { schema: { hide: true }, url };
       const transformed = jsonSchemaTransform(input);
@@ -423,6 +450,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         ? anyScope.map((alternative) => ({ ApiKeyAuth: [alternative] }))
         : [{ ApiKeyAuth: scope ? [scope] : [] }];
       if (scope) (transformed.schema as Json)['x-required-scope'] = scope;
+      if (route.config?.deprecation) (transformed.schema as Json)['x-deprecation'] = route.config.deprecation;
       return transformed;
     },
     transformObject: (input) => decorateDocument(jsonSchemaTransformObject(input) as Json) as never,
