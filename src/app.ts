@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import apiReference from '@scalar/fastify-api-reference';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -21,6 +20,7 @@ import { extApi } from './http/ext-api.js';
 import { oversizeJsonProblem } from './http/json-shape.js';
 import { registerRequestObservation } from './http/observation.js';
 import { registerOpenApi, registerOpenApiRoutes } from './http/openapi.js';
+import { registerReferencePages } from './http/reference-pages.js';
 import { zodResponseSerializerCompiler } from './http/serializer.js';
 import {
   answerClientError,
@@ -206,14 +206,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerOpenApiRoutes(app);
   registerErrorReference(app);
   await registerQueueBoard(app, Object.values(queues));
-  await app.register(apiReference, {
-    routePrefix: '/docs',
-    configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API', cdn: '/docs/js/scalar.js' },
-  });
-  await app.register(apiReference, {
-    routePrefix: '/docs/admin',
-    configuration: { url: '/v1/admin/openapi.json', title: 'Pipeline Records admin API', cdn: '/docs/js/scalar.js' },
-  });
+  await registerReferencePages(app);
   await app.register(adminApi, { prefix: '/v1/admin' });
   await app.register(extApi, { prefix: '/v1/ext' });
 

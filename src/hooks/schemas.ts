@@ -164,7 +164,7 @@ export const updateHookBody = z
 
 export type UpdateHookBody = z.infer<typeof updateHookBody>;
 
-const statusCode = z.number().int().min(100).max(999).nullable();
+const statusCode = z.number().int().min(100).max(999).describe('An HTTP status code').nullable();
 /** The subscribed types of a valid body (one of `event` and `events` is there). */
 export function requestedEvents(body: CreateHookBody): [HookEvent, ...HookEvent[]] {
   const [first = body.event!, ...rest] = body.events ?? [];

@@ -5,6 +5,7 @@ import { FILTER_OPERATORS } from '../items/search.js';
 import { deprecationHeaders, type FieldDeprecation } from './deprecation.js';
 import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import { operationIdOf } from './operation-ids.js';
+import { describeParameters } from './parameter-descriptions.js';
 import { PROBLEM_CONTENT_TYPE } from './problem.js';
 import { addErrorResponses, IF_MATCH } from './responses.js';
 import type { FastifyInstance } from 'fastify';
@@ -123,7 +124,9 @@ const DESCRIPTION = `The external API of the pipeline records service. Authentic
 whichever comes first, so follow the cursor until it is absent. Every POST accepts an \`Idempotency-Key\` header.
 Webhook deliveries (see \`webhooks\`) carry Standard Webhooks signatures. An event envelope (webhooks, the
 events feed) is at most 256 KiB: values over 4 KiB (custom fields of items, descriptions and notes of tasks)
-arrive as \`TruncatedValue\` markers; read the record by its id for them.`;
+arrive as \`TruncatedValue\` markers; read the record by its id for them.
+
+The admin API (companies, users, pipelines, API keys) has its own reference: [/docs/admin](/docs/admin).`;
 
 const STATUS_DESCRIPTIONS: Record<string, string> = {
   '200': 'OK',
@@ -338,6 +341,7 @@ function decorateDocument(document: Json): Json {
     ]),
   );
   document.security = [{ ApiKeyAuth: [] }];
+  describeParameters(document);
   pruneUnusedSchemas(document);
   return document;
 }
@@ -345,7 +349,9 @@ function decorateDocument(document: Json): Json {
 const ADMIN_DESCRIPTION = `The admin API of the pipeline records service: companies, users, pipelines, API keys
 (creation, scopes, expiry, rename, revocation), automations and their runs. It stands in for the product's
 settings UI and is not part of the external API. Every call needs \`Authorization: Bearer <ADMIN_TOKEN>\`.
-Errors are RFC 9457 problem details (\`application/problem+json\`) with a stable \`code\`.`;
+Errors are RFC 9457 problem details (\`application/problem+json\`) with a stable \`code\`.
+
+The external API, for integrators, has its own reference: [/docs](/docs).`;
 
 const ADMIN_STATUS_DESCRIPTIONS: Record<string, string> = {
   ...STATUS_DESCRIPTIONS,
@@ -361,7 +367,8 @@ function adminSummary(method: string, path: string): string {
   const listing = method === 'get' && !segments.at(-1)!.startsWith('{');
   const plural = collection.replace(/-/g, ' ').replace(/^api keys$/, 'API keys');
   const singular = plural.replace(/ies$/, 'y').replace(/s$/, '');
-  const article = /^[aeiouAEIOU]|^API/.test(singular) ? 'an' : 'a';
+  // By sound: "an automation", "an API key", but "a user".
+  const article = /^(?:[aeio]|API)/i.test(singular) ? 'an' : 'a';
   if (listing) return `List ${plural}`;
   const verb = { post: 'Create', get: 'Get', patch: 'Update', put: 'Replace', delete: 'Delete' }[method] ?? method;
   return `${collection === 'api-keys' && method === 'delete' ? 'Revoke' : verb} ${article} ${singular}`;
@@ -398,6 +405,7 @@ function decorateAdminDocument(document: Json): Json {
     headers: { RequestId: COMPONENT_HEADERS.RequestId, RetryAfter: COMPONENT_HEADERS.RetryAfter },
   };
   document.security = [{ AdminToken: [] }];
+  describeParameters(document);
   pruneUnusedSchemas(document);
   return document;
 }

@@ -164,6 +164,36 @@ describe('the reference generates good SDKs', () => {
   });
 });
 
+describe('what the reference pages render', () => {
+  it('describes every parameter of both documents (the renderer otherwise shows a generic line)', () => {
+    const documents: Array<[string, Json]> = [
+      ['ext', document],
+      ['admin', adminDocument],
+    ];
+    const undescribed = documents.flatMap(([name, doc]) =>
+      Object.entries<Json>(doc.paths).flatMap(([path, byMethod]) =>
+        Object.entries<Json>(byMethod).flatMap(([method, operation]) =>
+          (operation.parameters ?? [])
+            .filter((parameter: Json) => !parameter.description)
+            .map((parameter: Json) => `${name} ${method} ${path} ${parameter.in}:${parameter.name}`),
+        ),
+      ),
+    );
+    expect(undescribed).toEqual([]);
+  });
+
+  it('names admin operations as a reader says them, and each document links to the other page', () => {
+    const summaries = Object.values<Json>(adminDocument.paths).flatMap((byMethod) =>
+      Object.values<Json>(byMethod).map((operation) => operation.summary as string),
+    );
+    expect(summaries).toContain('Create a user');
+    expect(summaries).toContain('Create an API key');
+    expect(summaries.filter((summary) => / an [^aeioAEIO]/.test(summary))).toEqual([]); // "an user" was one
+    expect(document.info.description).toContain('(/docs/admin)');
+    expect(adminDocument.info.description).toContain('(/docs)');
+  });
+});
+
 describe('the admin reference', () => {
   it('gives every admin error response an example body per code, the type resolving to /docs/errors', () => {
     const admin = adminDocument;
