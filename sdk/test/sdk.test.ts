@@ -177,6 +177,36 @@ describe('the SDK', () => {
     expect(second[0]!.sequence).toBeGreaterThan(first[2]!.sequence);
   });
 
+  it('tails through a network outage: the tailer waits, tries again, and misses nothing', async () => {
+    // The first four requests to the feed find no network: the first call's three attempts (the client retries twice
+    // itself) fail, so the tailer waits and calls again; that call's first attempt fails too, and its retry gets through.
+    let down = 4;
+    const retries: number[] = [];
+    const flaky = createClient({
+      baseUrl,
+      apiKey: tenant.key,
+      fetch: async (request) => {
+        if (new URL(request.url).pathname === '/v1/ext/events' && down-- > 0) throw new TypeError('fetch failed');
+        return fetch(request);
+      },
+    });
+    ok(await api.POST('/v1/ext/tasks', { body: { title: 'Through the outage', due_at: '2030-01-01T10:00:00Z' } }));
+    const stop = new AbortController();
+    const seen: string[] = [];
+    for await (const event of flaky.tailEvents({
+      wait: 1,
+      filter: { type: 'task.created' },
+      signal: stop.signal,
+      onRetry: (_error, delayMs) => retries.push(delayMs),
+    })) {
+      seen.push((event.data as { title: string }).title);
+      if (seen.includes('Through the outage')) stop.abort();
+    }
+    expect(retries).toEqual([500]);
+    expect(down).toBeLessThan(0);
+    expect(seen.filter((title) => title === 'Through the outage')).toHaveLength(1);
+  });
+
   it('verifies a real webhook with the secret kept from the subscription, and refuses a tampered one', async () => {
     const receiver = await Receiver.start();
     try {
