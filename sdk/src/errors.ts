@@ -15,13 +15,6 @@ export class ApiError extends Error {
   }
 }
 
-/** What every call of the client resolves to (openapi-fetch's result). */
-export interface CallResult<T> {
-  data?: T;
-  error?: unknown;
-  response: Response;
-}
-
 /**
  * The data of a call that succeeded, else an ApiError carrying the problem:
  * `const item = ok(await api.POST('/v1/ext/items', { body }))`.

@@ -1,6 +1,8 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { must } from '../../src/shared/must.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../../test/helpers/app.js';
@@ -19,6 +21,9 @@ import {
   type PipelineRecordsClient,
   type ProblemCode,
 } from '../src/index.js';
+
+const root = join(import.meta.dirname, '../..');
+const execFileAsync = promisify(execFile);
 
 // The SDK against a real service: the web app on a port, the relay and hooks workers, real MongoDB and Redis.
 let t: TestApp;
@@ -59,6 +64,36 @@ describe('the SDK', () => {
     }
     expect(onDisk, 'stale SDK types: npm run sdk:generate').toBe(await typesOf(served));
   });
+
+  it('builds into a package Node imports by its name, which talks to the service', async () => {
+    // What an integrator installs: sdk/ compiled with its own tsconfig, imported through package.json's exports.
+    const packageDir = join(dir, 'node_modules', '@pipeline-records', 'sdk');
+    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+    mkdirSync(packageDir, { recursive: true });
+    const build = spawnSync(
+      process.execPath,
+      [tsc, '-p', join(root, 'sdk/tsconfig.json'), '--outDir', join(packageDir, 'dist')],
+      {
+        encoding: 'utf8',
+      },
+    );
+    expect(build.status, build.stdout + build.stderr).toBe(0);
+    copyFileSync(join(root, 'sdk/package.json'), join(packageDir, 'package.json'));
+    symlinkSync(join(root, 'node_modules', 'openapi-fetch'), join(dir, 'node_modules', 'openapi-fetch'), 'dir');
+    writeFileSync(
+      join(dir, 'integrator.mjs'),
+      `import { createClient, ok } from '@pipeline-records/sdk';
+const api = createClient({ baseUrl: process.argv[2], apiKey: process.argv[3] });
+const pipelines = ok(await api.GET('/v1/ext/pipelines'));
+console.log(JSON.stringify(pipelines.map((pipeline) => pipeline.pipeline_id)));`,
+    );
+    // Not spawnSync: the service answering it runs in this process.
+    const run = await execFileAsync(process.execPath, [join(dir, 'integrator.mjs'), baseUrl, tenant.key], {
+      timeout: 30_000,
+    });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toEqual([tenant.pipelineId]);
+  }, 60_000);
 
   it('makes typed calls; a refusal is an ApiError whose code is one of the documented codes', async () => {
     const item = ok(await api.POST('/v1/ext/items', { body: newItem('Acme renewal', { deal_value: 12_000 }) }));
