@@ -95,6 +95,44 @@ console.log(JSON.stringify(pipelines.map((pipeline) => pipeline.pipeline_id)));`
     expect(JSON.parse(run.stdout)).toEqual([tenant.pipelineId]);
   }, 60_000);
 
+  it("type-checks the README's examples against the SDK", () => {
+    // The names the examples take as given, declared; each example imports the SDK as an integrator would.
+    const given = `import type { PipelineRecordsClient } from '../src/index.js';
+declare const pipeline_id: string, baseUrl: string, apiKey: string, rawBody: Buffer;
+declare const req: import('node:http').IncomingMessage;
+declare function applyToMyCopy(event: unknown): Promise<void>;
+`;
+    const examples = [...readFileSync(join(root, 'sdk/README.md'), 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)];
+    expect(examples.length).toBeGreaterThanOrEqual(4);
+    const checkDir = mkdtempSync(join(root, 'sdk', '.readme-check-'));
+    try {
+      const files = examples.map((example, index) => {
+        const file = join(checkDir, `example-${index}.ts`);
+        const code = example[1]!.replaceAll("'@pipeline-records/sdk'", "'../src/index.js'");
+        const api = /const api\b/.test(code) ? '' : 'declare const api: PipelineRecordsClient;\n';
+        writeFileSync(file, `${given}${api}${code}\nexport {};\n`);
+        return file;
+      });
+      const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+      const flags = [
+        '--noEmit',
+        '--strict',
+        '--target',
+        'ES2022',
+        '--module',
+        'NodeNext',
+        '--moduleResolution',
+        'NodeNext',
+      ];
+      const check = spawnSync(process.execPath, [tsc, ...flags, '--skipLibCheck', '--types', 'node', ...files], {
+        encoding: 'utf8',
+      });
+      expect(check.stdout + check.stderr).toBe('');
+    } finally {
+      rmSync(checkDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('makes typed calls; a refusal is an ApiError whose code is one of the documented codes', async () => {
     const item = ok(await api.POST('/v1/ext/items', { body: newItem('Acme renewal', { deal_value: 12_000 }) }));
     expect(item).toMatchObject({ name: 'Acme renewal', deal_value: 12_000, version: 1 });
