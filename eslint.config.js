@@ -7,7 +7,7 @@ import importX from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'coverage/', 'node_modules/', '.dev/'] },
+  { ignores: ['dist/', 'coverage/', 'node_modules/', '.dev/', 'sdk/dist/', 'sdk/src/generated/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -65,6 +65,16 @@ export default tseslint.config(
             { target: './src', from: './workers' },
           ],
         },
+      ],
+    },
+  },
+  {
+    // The SDK ships on its own: it reaches only its generated types and openapi-fetch, never the service.
+    files: ['sdk/src/**/*.ts'],
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        { zones: [{ target: './sdk/src', from: ['./src', './workers', './test', './bench', './scripts'] }] },
       ],
     },
   },

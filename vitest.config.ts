@@ -31,6 +31,11 @@ export default defineConfig({
           globalSetup: ['test/global-setup.ts'],
         },
       },
+      // The SDK (sdk/) against the service running in the test process, on the same kind of MongoDB and Redis.
+      {
+        extends: true,
+        test: { name: 'sdk', include: ['sdk/**/*.test.ts'], globalSetup: ['test/global-setup.ts'] },
+      },
       // Files that need modules loaded fresh: tracing instruments the driver as it is imported; vi.mock.
       // Vitest runs each project's global setup: this one starts its own stand-in and redis-server (0.6 s).
       {

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import apiReference from '@scalar/fastify-api-reference';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
@@ -14,12 +13,14 @@ import { LastUsedTracker } from './auth/last-used.js';
 import { createContainer, type Container } from './container.js';
 import { countPendingOutboxes } from './events/outbox.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
+import { registerDeprecationHeaders } from './http/deprecation.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
 import { registerErrorReference } from './http/error-reference.js';
 import { extApi } from './http/ext-api.js';
 import { oversizeJsonProblem } from './http/json-shape.js';
 import { registerRequestObservation } from './http/observation.js';
 import { registerOpenApi, registerOpenApiRoutes } from './http/openapi.js';
+import { registerReferencePages } from './http/reference-pages.js';
 import { zodResponseSerializerCompiler } from './http/serializer.js';
 import {
   answerClientError,
@@ -35,6 +36,7 @@ import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
 import { closeQueues, createQueues } from './shared/queues.js';
 import { keyNamespace, type RedisClient } from './shared/redis.js';
+import './shared/zod-messages.js';
 import { traceRequests } from './telemetry/requests.js';
 import { tracingStarted } from './telemetry/state.js';
 import type { Config } from './config.js';
@@ -161,6 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   });
   registerErrorHandling(app);
   registerRequestObservation(app);
+  registerDeprecationHeaders(app);
 
   // Queue handles for the services, the board and the depth metrics; outages surface there, never as a crash.
   const queues = createQueues({ connection: deps.redis, prefix: deps.config.QUEUE_PREFIX });
@@ -203,14 +206,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerOpenApiRoutes(app);
   registerErrorReference(app);
   await registerQueueBoard(app, Object.values(queues));
-  await app.register(apiReference, {
-    routePrefix: '/docs',
-    configuration: { url: '/v1/ext/openapi.json', title: 'Pipeline Records API', cdn: '/docs/js/scalar.js' },
-  });
-  await app.register(apiReference, {
-    routePrefix: '/docs/admin',
-    configuration: { url: '/v1/admin/openapi.json', title: 'Pipeline Records admin API', cdn: '/docs/js/scalar.js' },
-  });
+  await registerReferencePages(app);
   await app.register(adminApi, { prefix: '/v1/admin' });
   await app.register(extApi, { prefix: '/v1/ext' });
 

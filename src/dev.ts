@@ -21,12 +21,19 @@ const devConfig = loadConfigOrExit({
   HOST: process.env.HOST || '127.0.0.1',
   HOOK_ALLOW_PRIVATE_TARGETS: process.env.HOOK_ALLOW_PRIVATE_TARGETS || 'true',
 });
+// A Redis it starts itself, or the one REDIS_URL names; never silently whatever listens on 6379.
+if (!process.env.REDIS_URL && !hasRedisServerBinary()) {
+  process.stderr.write(
+    'npm run dev: no redis-server on PATH. Install Redis (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis)\n' +
+      '  so npm run dev can start a private one, or set REDIS_URL=redis://host:port to use a Redis you run.\n',
+  );
+  process.exit(1);
+}
 const mongoServer = await startEmbeddedMongo({ port: devConfig.DEV_MONGO_PORT });
 process.stdout.write(`${mongoServer.description}\n`);
-const redisServer =
-  !process.env.REDIS_URL && hasRedisServerBinary()
-    ? await PrivateRedisServer.start({ port: devConfig.DEV_REDIS_PORT })
-    : undefined;
+const redisServer = process.env.REDIS_URL
+  ? undefined
+  : await PrivateRedisServer.start({ port: devConfig.DEV_REDIS_PORT });
 
 // The admin token and the demo key stay the same across restarts (kept in DEV_STATE_DIR, git-ignored).
 const kept = readDevState(devConfig.DEV_STATE_DIR);
@@ -77,7 +84,7 @@ process.stdout.write(
     '',
     `pipeline-records dev server on ${base}, listening on ${config.HOST} (HOST=0.0.0.0 opens it to the network)`,
     `  mongo       : ${mongoServer.kind} ${mongoServer.url}`,
-    `  redis       : ${redisServer ? 'private redis-server ' : ''}${config.REDIS_URL}`,
+    `  redis       : ${redisServer ? `private redis-server ${config.REDIS_URL}` : `${config.REDIS_URL} from REDIS_URL (not started by npm run dev: its data and other users are its own)`}`,
     `  webhooks    : ${config.HOOK_ALLOW_PRIVATE_TARGETS ? 'may target this machine (HOOK_ALLOW_PRIVATE_TARGETS=false refuses, as production does)' : 'public targets only'}`,
     `  admin token : ${state.admin_token}`,
     `  demo API key: ${state.demo_api_key}`,

@@ -14,7 +14,13 @@ const webhookAction = z.strictObject({
 const createTaskAction = z.strictObject({
   type: z.literal('create_task'),
   title: z.string().trim().min(1).max(500),
-  due_in_minutes: z.number().int().min(0).max(525_600).meta({ example: 60 }),
+  due_in_minutes: z
+    .number()
+    .int()
+    .min(0)
+    .max(525_600)
+    .describe('The task is due this many minutes after the event')
+    .meta({ example: 60 }),
   task_type: z.enum(TASK_TYPES).optional(),
   priority: z.enum(PRIORITIES).optional(),
   assigned_to: z.string().min(1).optional(),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { limitSchema, queryInteger } from '../shared/pagination.js';
+import { boundedInteger, limitSchema, queryInteger } from '../shared/pagination.js';
 import { isoTimestampQuery } from '../shared/time.js';
 import { TASK_COMPLETED_EXAMPLE } from '../tasks/schemas.js';
 import {
@@ -56,11 +56,11 @@ export const listEventsQuery = z
     resource_id: z.string().min(1).max(100).optional().describe('A task_id or item_id'),
     limit: limitSchema,
     cursor: z.string().max(1_000).optional(),
-    after: queryInteger(z.number({ error: 'expected a decimal integer' }).int().min(0).max(MAX_SEQUENCE))
+    after: queryInteger(boundedInteger(0, MAX_SEQUENCE))
       .optional()
       .meta({ example: 1042 })
       .describe('Start after this sequence (e.g. one taken from a webhook); not together with cursor'),
-    wait: queryInteger(z.number({ error: 'expected a decimal integer' }).int().min(0).max(30).default(0)).describe(
+    wait: queryInteger(boundedInteger(0, 30).default(0)).describe(
       'Seconds (0-30) to wait for an event when none is readable after the position; the answer comes as soon as one is',
     ),
     exclude_actor: z

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { DELIVERY_FIELDS_DEPRECATION } from '../http/deprecation.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
@@ -139,7 +140,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/hooks/:hook_id/deliveries',
     {
-      config: { scope: 'hooks:manage' },
+      config: { scope: 'hooks:manage', deprecation: DELIVERY_FIELDS_DEPRECATION },
       schema: {
         tags,
         summary: 'Latest delivery attempts of a hook, newest first (at most 100)',

@@ -164,7 +164,7 @@ export const updateHookBody = z
 
 export type UpdateHookBody = z.infer<typeof updateHookBody>;
 
-const statusCode = z.number().int().min(100).max(999).nullable();
+const statusCode = z.number().int().min(100).max(999).describe('An HTTP status code').nullable();
 /** The subscribed types of a valid body (one of `event` and `events` is there). */
 export function requestedEvents(body: CreateHookBody): [HookEvent, ...HookEvent[]] {
   const [first = body.event!, ...rest] = body.events ?? [];
@@ -202,7 +202,11 @@ export const hookPingSchema = z
 export const deliveryAttemptSchema = z
   .object({
     event_id: z.string().describe('Also the webhook-id header of the delivery'),
-    event_type: z.enum(WEBHOOK_EVENT_TYPES),
+    type: z.enum(WEBHOOK_EVENT_TYPES).describe("The event's type, as `type` in the envelope"),
+    event_type: z
+      .enum(WEBHOOK_EVENT_TYPES)
+      .describe('Deprecated (sunset 2027-06-30): the same as `type`')
+      .meta({ deprecated: true }),
     attempt: z
       .number()
       .int()
@@ -238,17 +242,18 @@ export const deliveryAttemptSchema = z
     next_attempt_at: isoTimestampOutput.nullable().describe('When the next attempt is due; null when none will follow'),
     attempted_at: isoTimestampOutput,
     status_code: statusCode
-      .describe('Deprecated: the same as `response_status`')
+      .describe('Deprecated (sunset 2027-06-30): the same as `response_status`')
       .meta({ deprecated: true, example: 200 }),
     next_retry_at: isoTimestampOutput
       .nullable()
-      .describe('Deprecated: the same as `next_attempt_at`')
+      .describe('Deprecated (sunset 2027-06-30): the same as `next_attempt_at`')
       .meta({ deprecated: true }),
   })
   .meta({
     id: 'HookDeliveryAttempt',
     example: {
       event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',
+      type: 'task.created',
       event_type: 'task.created',
       attempt: 2,
       succeeded: false,
@@ -337,6 +342,7 @@ export function toAttemptResponse(attempt: ListedAttempt): DeliveryAttemptRespon
   const nextAttemptAt = toIso(attempt.next_retry_at);
   return {
     event_id: attempt.event_id,
+    type: attempt.event_type,
     event_type: attempt.event_type,
     attempt: attempt.attempt,
     succeeded: attempt.succeeded,

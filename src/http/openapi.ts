@@ -1,8 +1,11 @@
 import fastifySwagger from '@fastify/swagger';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../events/envelope.js';
+import { FILTER_OPERATORS } from '../items/search.js';
+import { deprecationHeaders, type FieldDeprecation } from './deprecation.js';
 import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import { operationIdOf } from './operation-ids.js';
+import { describeParameters } from './parameter-descriptions.js';
 import { PROBLEM_CONTENT_TYPE } from './problem.js';
 import { addErrorResponses, IF_MATCH } from './responses.js';
 import type { FastifyInstance } from 'fastify';
@@ -48,18 +51,71 @@ const COMPONENT_HEADERS = {
     schema: { type: 'integer', minimum: 1, maximum: 86_400 },
     example: 7,
   },
-  NextCursor: {
-    description:
-      'Cursor of the next page, for the `cursor` query parameter; absent on the last page (a page may hold fewer than `limit` records: it ends at about 1 MiB)',
-    schema: { type: 'string' },
-    example: EXAMPLE_CURSOR,
-  },
   RequestId: {
     description: 'Request id (an incoming sane x-request-id is reused)',
     schema: { type: 'string' },
     example: '0d6f4d1e-3c1a-4b8e-9d0e-1f2a3b4c5d6e',
   },
 };
+
+const FEED_PATH = '/v1/ext/events';
+const ITEMS_PATH = '/v1/ext/items';
+
+const NEXT_CURSOR_HEADER = {
+  description:
+    'Cursor of the next page, for the `cursor` query parameter; absent on the last page (a page may hold fewer than `limit` records: it ends at about 1 MiB)',
+  required: false,
+  schema: { type: 'string' },
+  example: EXAMPLE_CURSOR,
+};
+
+const FEED_CURSOR_HEADER = {
+  description:
+    'The position after the last event returned (the same position when none was), on every answer: store it and pass it as `cursor` to resume exactly there',
+  required: true,
+  schema: { type: 'string' },
+  example: EXAMPLE_CURSOR,
+};
+
+/**
+ * `metadata.<field>=v` and `metadata.<field>[<op>]=v` are query parameters whose names vary, which OpenAPI
+ * says as one exploded form-style object: each property is a parameter of its own name.
+ */
+const METADATA_FILTERS = {
+  name: 'metadata',
+  in: 'query',
+  required: false,
+  style: 'form',
+  explode: true,
+  description: `Custom-field filters (need \`pipeline_id\`), one query parameter each, named \`metadata.<field>\` (equals) or \`metadata.<field>[<op>]\` with \`<op>\` one of ${FILTER_OPERATORS.join(', ')}; \`in\` takes comma-separated values, \`exists\` takes true or false. Example: \`metadata.deal_value[gte]=10000\`.`,
+  schema: {
+    type: 'object',
+    patternProperties: { [`^metadata\\.[^\\[\\]]+(\\[(${FILTER_OPERATORS.join('|')})\\])?$`]: { type: 'string' } },
+    additionalProperties: false,
+  },
+  example: { 'metadata.deal_value[gte]': '10000' },
+};
+
+/** The Deprecation and Sunset headers of an answer with deprecated fields, with this route's dates as examples. */
+function deprecationHeadersDoc(operation: Json): Json {
+  const deprecation = operation['x-deprecation'] as FieldDeprecation;
+  const values = deprecationHeaders(deprecation);
+  const fields = deprecation.fields.map((field) => `\`${field}\``).join(', ');
+  return {
+    Deprecation: {
+      description: `RFC 9745: when ${fields} of this answer were deprecated (\`@\` and Unix seconds)`,
+      required: true,
+      schema: { type: 'string' },
+      example: values.deprecation,
+    },
+    Sunset: {
+      description: `RFC 8594: from this date ${fields} may be gone from this answer`,
+      required: true,
+      schema: { type: 'string' },
+      example: values.sunset,
+    },
+  };
+}
 
 const DESCRIPTION = `The external API of the pipeline records service. Authenticate with an API key in the
 \`x-api-key\` header; each operation names the scope it needs. Errors are RFC 9457 problem details
@@ -68,7 +124,9 @@ const DESCRIPTION = `The external API of the pipeline records service. Authentic
 whichever comes first, so follow the cursor until it is absent. Every POST accepts an \`Idempotency-Key\` header.
 Webhook deliveries (see \`webhooks\`) carry Standard Webhooks signatures. An event envelope (webhooks, the
 events feed) is at most 256 KiB: values over 4 KiB (custom fields of items, descriptions and notes of tasks)
-arrive as \`TruncatedValue\` markers; read the record by its id for them.`;
+arrive as \`TruncatedValue\` markers; read the record by its id for them.
+
+The admin API (companies, users, pipelines, API keys) has its own reference: [/docs/admin](/docs/admin).`;
 
 const STATUS_DESCRIPTIONS: Record<string, string> = {
   '200': 'OK',
@@ -213,14 +271,21 @@ function decorateDocument(document: Json): Json {
         if (code === 429 || code === 503) response.headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
         if (code === 429 && rateLimited) response.headers['RateLimit-Remaining'] = EXHAUSTED_REMAINING;
         if (code === 200 && method === 'get' && response.content?.['application/json']?.schema?.type === 'array') {
+          // Inline, not a $ref: generators read `required` only on the header object itself, and the feed's
+          // cursor is on every answer while another list's is absent on its last page.
+          const feed = path === FEED_PATH;
           response.headers.Link = {
-            description:
-              'RFC 8288 link to the next page; absent on the last page. Follow it (or pass `x-next-cursor` as `cursor`) until it is absent: a page holds at most `limit` records and ends earlier at about 1 MiB of them',
+            description: feed
+              ? 'RFC 8288 link to the position after the last event returned; on every answer, an empty one included'
+              : 'RFC 8288 link to the next page; absent on the last page. Follow it (or pass `x-next-cursor` as `cursor`) until it is absent: a page holds at most `limit` records and ends earlier at about 1 MiB of them',
+            required: feed,
             schema: { type: 'string' },
             example: `<${path}?limit=50&cursor=${EXAMPLE_CURSOR}>; rel="next"`,
           };
-          response.headers['x-next-cursor'] = { $ref: '#/components/headers/NextCursor' };
+          response.headers['x-next-cursor'] = feed ? FEED_CURSOR_HEADER : NEXT_CURSOR_HEADER;
         }
+        if (code === 200 && method === 'get' && path === ITEMS_PATH) operation.parameters?.push(METADATA_FILTERS);
+        if (code < 300 && operation['x-deprecation']) Object.assign(response.headers, deprecationHeadersDoc(operation));
       }
       if (method === 'post' && path.startsWith(EXT_PREFIX)) {
         operation.parameters = [
@@ -235,6 +300,7 @@ function decorateDocument(document: Json): Json {
           },
         ];
       }
+      delete operation['x-deprecation'];
       const ifMatch = IF_MATCH[`${method} ${path}`];
       if (ifMatch) {
         operation.parameters = [
@@ -298,6 +364,7 @@ function decorateDocument(document: Json): Json {
     ]),
   );
   document.security = [{ ApiKeyAuth: [] }];
+  describeParameters(document);
   pruneUnusedSchemas(document);
   return document;
 }
@@ -305,7 +372,9 @@ function decorateDocument(document: Json): Json {
 const ADMIN_DESCRIPTION = `The admin API of the pipeline records service: companies, users, pipelines, API keys
 (creation, scopes, expiry, rename, revocation), automations and their runs. It stands in for the product's
 settings UI and is not part of the external API. Every call needs \`Authorization: Bearer <ADMIN_TOKEN>\`.
-Errors are RFC 9457 problem details (\`application/problem+json\`) with a stable \`code\`.`;
+Errors are RFC 9457 problem details (\`application/problem+json\`) with a stable \`code\`.
+
+The external API, for integrators, has its own reference: [/docs](/docs).`;
 
 const ADMIN_STATUS_DESCRIPTIONS: Record<string, string> = {
   ...STATUS_DESCRIPTIONS,
@@ -321,7 +390,8 @@ function adminSummary(method: string, path: string): string {
   const listing = method === 'get' && !segments.at(-1)!.startsWith('{');
   const plural = collection.replace(/-/g, ' ').replace(/^api keys$/, 'API keys');
   const singular = plural.replace(/ies$/, 'y').replace(/s$/, '');
-  const article = /^[aeiouAEIOU]|^API/.test(singular) ? 'an' : 'a';
+  // By sound: "an automation", "an API key", but "a user".
+  const article = /^(?:[aeio]|API)/i.test(singular) ? 'an' : 'a';
   if (listing) return `List ${plural}`;
   const verb = { post: 'Create', get: 'Get', patch: 'Update', put: 'Replace', delete: 'Delete' }[method] ?? method;
   return `${collection === 'api-keys' && method === 'delete' ? 'Revoke' : verb} ${article} ${singular}`;
@@ -359,6 +429,7 @@ function decorateAdminDocument(document: Json): Json {
     headers: { RequestId: COMPONENT_HEADERS.RequestId, RetryAfter: COMPONENT_HEADERS.RetryAfter },
   };
   document.security = [{ AdminToken: [] }];
+  describeParameters(document);
   pruneUnusedSchemas(document);
   return document;
 }
@@ -399,7 +470,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: (input) => {
       const { url, route } = input as {
         url: string;
-        route: { config?: { scope?: string; anyScope?: string[]; ndjson?: boolean } };
+        route: { config?: { scope?: string; anyScope?: string[]; ndjson?: boolean; deprecation?: FieldDeprecation } };
       };
       // The document of the external API only (DECISIONS.md section 11): admin and ops routes are left out.
       if (!url.startsWith(EXT_PREFIX) || url === `${EXT_PREFIX}openapi.json`) return { schema: { hide: true }, url };
@@ -412,6 +483,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         : [{ ApiKeyAuth: scope ? [scope] : [] }];
       if (scope) (transformed.schema as Json)['x-required-scope'] = scope;
       if (route.config?.ndjson) (transformed.schema as Json)['x-ndjson'] = true;
+      if (route.config?.deprecation) (transformed.schema as Json)['x-deprecation'] = route.config.deprecation;
       return transformed;
     },
     transformObject: (input) => decorateDocument(jsonSchemaTransformObject(input) as Json) as never,

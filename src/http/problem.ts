@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { errorTypeUri } from './error-reference.js';
+import { ERROR_CATALOGUE, errorTypeUri } from './error-reference.js';
 import type { AppError } from '../shared/errors.js';
 import type { FastifyReply } from 'fastify';
 
@@ -14,13 +14,22 @@ export const problemSchema = z
       example: '/docs/errors#validation_failed',
     }),
     title: z.string(),
-    status: z.number().int().min(400).max(599).meta({ example: 400 }),
-    code: z.string(),
+    status: z.number().int().min(400).max(599).describe('The HTTP status of the answer').meta({ example: 400 }),
+    code: z
+      .enum(Object.keys(ERROR_CATALOGUE) as [string, ...string[]])
+      .describe('Stable, machine-readable; one of the codes at `/docs/errors`'),
     detail: z.string().optional(),
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
     errors_truncated: z.boolean().optional().describe('Present (true) when `errors[]` was cut at 100 entries'),
     required_scope: z.string().optional(),
-    current_version: z.number().int().min(1).max(2_147_483_647).optional().meta({ example: 4 }),
+    current_version: z
+      .number()
+      .int()
+      .min(1)
+      .max(2_147_483_647)
+      .optional()
+      .describe('version_conflict, precondition_failed: the item version now stored')
+      .meta({ example: 4 }),
     request_id: z.string(),
   })
   .meta({ id: 'Problem' });

@@ -39,12 +39,21 @@ export async function connectMongo(
   return { client, db: client.db(dbName) };
 }
 
+/** Socket failures the driver can let through unwrapped (a write on a connection reset under it). */
+const SOCKET_ERROR_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'ETIMEDOUT', 'ENOTCONN']);
+
 /** The driver reports an unreachable server with several classes; the error handler maps them all to 503. */
 export function isMongoUnavailable(error: unknown): boolean {
+  // A bulk write wraps a driver-level failure (the network, say) and keeps it as its errorResponse.
+  if (error instanceof MongoBulkWriteError && error.errorResponse instanceof Error)
+    return isMongoUnavailable(error.errorResponse);
   return (
     error instanceof MongoNetworkError ||
     error instanceof MongoServerSelectionError ||
-    error instanceof MongoTopologyClosedError
+    error instanceof MongoTopologyClosedError ||
+    (error instanceof Error &&
+      'syscall' in error &&
+      SOCKET_ERROR_CODES.has(String((error as NodeJS.ErrnoException).code)))
   );
 }
 
@@ -59,6 +68,8 @@ export function isDuplicateKeyError(error: unknown): error is MongoServerError {
 export function duplicateKeyIndexes(error: unknown): number[] | undefined {
   if (!(error instanceof MongoBulkWriteError)) return undefined;
   const failures = [error.writeErrors].flat();
+  // None at all: the driver wrapped a failure of the whole write (the network), so nothing is known written.
+  if (failures.length === 0) return undefined;
   if (failures.some((failure) => failure.code !== 11000)) return undefined;
   return failures.map((failure) => failure.index).sort((a, b) => a - b);
 }

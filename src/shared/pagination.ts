@@ -25,10 +25,17 @@ export function parseQueryDecimal(text: string): number | undefined {
   return Number.isFinite(value) ? value : undefined;
 }
 
+/**
+ * A whole number within [min, max] from a query string; every refusal (not a number, a fraction, out of
+ * range) says the range, so `limit=0` and `limit=250` answer "expected an integer from 1 to 200".
+ */
+export function boundedInteger(min: number, max: number) {
+  const message = `expected an integer from ${min} to ${max}`;
+  return z.number({ error: message }).int({ error: message }).min(min, { error: message }).max(max, { error: message });
+}
+
 /** `limit` 1–200, default 50; out of range is 400, never clamped (DECISIONS.md section 5). */
-export const limitSchema = queryInteger(
-  z.number({ error: 'expected a decimal integer' }).int().min(1).max(200).default(50),
-);
+export const limitSchema = queryInteger(boundedInteger(1, 200).default(50));
 
 /**
  * The byte budget of one page (DECISIONS.md section 13.4, docs/pagination.md): a page holds records

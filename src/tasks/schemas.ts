@@ -6,7 +6,7 @@ import type { TaskDoc } from './repository.js';
 
 /** One entity schema; its keys are exactly the spec's Task table, in that order (DECISIONS.md section 8). */
 const MAX_MINUTES = 525_600; // one year
-const minutes = z.number().int().min(0).max(MAX_MINUTES).meta({ example: 30 });
+const minutes = z.number().int().min(0).max(MAX_MINUTES).describe('Minutes, null when not set').meta({ example: 30 });
 
 /** The task of the reference's examples, written once: the events feed and webhook payloads reuse it. */
 export const TASK_EXAMPLE = {
@@ -52,8 +52,14 @@ export const taskSchema = z
     priority: z.enum(TASK_PRIORITIES),
     task_type: z.enum(TASK_TYPES),
     item_id: z.string().nullable().describe('Linked item, null when none'),
-    duration_minutes: minutes.nullable().meta({ example: 30 }),
-    reminder_minutes: minutes.nullable().meta({ example: 15 }),
+    duration_minutes: minutes
+      .nullable()
+      .describe('How long the task takes, in minutes; null when not set')
+      .meta({ example: 30 }),
+    reminder_minutes: minutes
+      .nullable()
+      .describe('Minutes before due_at to remind the assignee; null for no reminder')
+      .meta({ example: 15 }),
     notes: z.string().nullable().describe('null when empty'),
     is_completed: z.boolean(),
     created_by: z.string().describe('user who created the API key used'),

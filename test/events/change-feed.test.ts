@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
 import { outboxOnInsert } from '../../src/events/outbox.js';
@@ -8,28 +8,32 @@ import { EventsRepository } from '../../src/events/repository.js';
 import { SequencerStore } from '../../src/events/sequencer-store.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { newId } from '../../src/shared/ids.js';
+import { connectMongo } from '../../src/shared/mongo.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { scanOverdueTasks } from '../../src/tasks/overdue.js';
 import { createTestEnv, startTestWorkers, type TestEnv } from '../helpers/app.js';
 import { taskData } from '../helpers/events.js';
 import { admin, createKey, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { NetworkLink } from '../helpers/network-link.js';
 import { killHard, spawnWorker } from '../helpers/processes.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { Receiver } from '../hooks/receiver.js';
+import type { Db } from 'mongodb';
 
 const silent = pino({ level: 'silent' });
 type FeedEvent = EventEnvelope & { sequence: number };
 
 /** A web process: its own Redis connection, its own publisher (with a sequencer candidate) and app. */
-async function webProcess(env: TestEnv, options: { sequencer?: boolean } = {}) {
+async function webProcess(env: TestEnv, options: { sequencer?: boolean; db?: Db } = {}) {
+  const db = options.db ?? env.db;
   const redis = createRequestPathRedis(env.config.REDIS_URL, { commandTimeout: 10_000 });
   redis.on('error', () => {});
   await waitFor(() => redis.status === 'ready');
-  const publisher = new QueueEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent, {
+  const publisher = new QueueEventPublisher(db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent, {
     sequencer: options.sequencer ?? true,
     sequencerLeaseMs: env.config.SEQUENCER_LEASE_MS,
   });
-  const app: App = await buildApp({ config: env.config, db: env.db, redis, publisher, logger: silent });
+  const app: App = await buildApp({ config: env.config, db, redis, publisher, logger: silent });
   await app.ready();
   return {
     app,
@@ -416,4 +420,42 @@ describe('faults: a client tailing the feed from the start sees every event exac
       await web.close();
     }
   }, 60_000);
+
+  it('MongoDB unreachable for 10 s while writes go on: the feed resumes where it was', async () => {
+    const target = new URL(inject('mongoUrl'));
+    const link = await new NetworkLink(target.hostname, Number(target.port)).start();
+    const mongo = await connectMongo(`mongodb://127.0.0.1:${link.port}/?directConnection=true`, env.config.MONGO_DB);
+    // The web process and a worker running the relay, both reaching MongoDB through the link.
+    const web = await webProcess(env, { db: mongo.db });
+    const worker = await startTestWorkers(env.config, mongo.db, ['relay']);
+    try {
+      const tenant = await createTenant(web.app);
+      let expected = Number.POSITIVE_INFINITY;
+      const tailing = tail(web.app, tenant.key, (events) => events.length >= expected);
+      const write = async (title: string) =>
+        (await ext(web.app, tenant.key, 'POST', '/tasks', { title, due_at: '2026-11-22T09:30:00Z' })).statusCode;
+      for (let i = 0; i < 20; i++) expect(await write(`before ${i}`)).toBe(201);
+      await link.cut();
+      const outageEnds = Date.now() + 10_000;
+      const during: number[] = [];
+      while (Date.now() < outageEnds) {
+        during.push(await write('during'));
+        await sleep(250);
+      }
+      expect(during.length).toBeGreaterThan(1);
+      expect(during.every((status) => status === 503)).toBe(true);
+      await link.restore();
+      const after = Array.from({ length: 20 }, (_, i) => `after ${i}`);
+      for (const title of after) expect(await waitFor(async () => (await write(title)) === 201, 30_000)).toBe(true);
+      // A write answered 503 may still have been applied; every stored task must have its event once.
+      expected = await env.db.collection('tasks').countDocuments({ company_id: tenant.companyId });
+      expect(expected).toBeGreaterThanOrEqual(40);
+      expectExactlyOnceInOrder(await tailing, await eventIdsOf(env, tenant.companyId));
+    } finally {
+      await worker.close();
+      await web.close();
+      await mongo.client.close();
+      await link.close();
+    }
+  }, 120_000);
 });

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
@@ -78,6 +78,8 @@ describe('npm run dev', () => {
     let second: DevRun | undefined;
     try {
       expect(first.output()).toContain(`on http://127.0.0.1:${first.port}, listening on 127.0.0.1`);
+      // The Redis it was given is named as one it did not start.
+      expect(first.output()).toMatch(/redis\s+: redis:\/\/\S+ from REDIS_URL \(not started by npm run dev/);
       const answer = await fetch(`http://127.0.0.1:${first.port}/v1/ext/pipelines`, {
         headers: { 'x-api-key': first.key },
       });
@@ -114,4 +116,16 @@ describe('npm run dev', () => {
       if (second) await stopGracefully(second.child);
     }
   }, 240_000);
+
+  it('without redis-server on PATH and without REDIS_URL, stops at once and says what to install', async () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/dev.ts'], {
+      cwd: new URL('../..', import.meta.url).pathname,
+      env: { ...process.env, PATH: '/nonexistent', REDIS_URL: '', DEV_STATE_DIR: stateDir },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(run.status, run.stderr).toBe(1);
+    expect(run.stderr).toContain('npm run dev: no redis-server on PATH');
+    expect(run.stderr).toContain('REDIS_URL=redis://host:port');
+  }, 90_000);
 });

@@ -56,6 +56,7 @@ describe('REST hook delivery', () => {
     expect(attempts).toEqual([
       {
         event_id: request.id,
+        type: 'task.created',
         event_type: 'task.created',
         attempt: 1,
         succeeded: true,

@@ -286,6 +286,7 @@ describe('the OpenAPI document says the rules', () => {
       expect.arrayContaining(['item', 'truncated', 'item_id', 'version']),
     );
     expect(document.info.description).toContain('about 1 MiB');
-    expect(document.components.headers.NextCursor.description).toContain('about 1 MiB');
+    const listHeaders = document.paths['/v1/ext/items'].get.responses['200'].headers;
+    expect(listHeaders['x-next-cursor'].description).toContain('about 1 MiB');
   });
 });

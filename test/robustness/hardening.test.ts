@@ -240,6 +240,40 @@ describe('query strings and cursors', () => {
   });
 });
 
+describe('refusals say what to send', () => {
+  it('limit out of range (or not a number) names the range, on the lists and the feed', async () => {
+    for (const list of ['/items', '/tasks', '/hooks', '/events'])
+      for (const limit of ['0', '250', 'ten']) {
+        const body = expectProblem(
+          await ext(t.app, tenant.key, 'GET', `${list}?limit=${limit}`),
+          400,
+          'validation_failed',
+        );
+        expect(body.errors, `${list} ${limit}`).toEqual([
+          { path: 'limit', message: 'expected an integer from 1 to 200' },
+        ]);
+        expect(body.detail).toBe('limit: expected an integer from 1 to 200');
+      }
+    const wait = expectProblem(await ext(t.app, tenant.key, 'GET', '/events?wait=31'), 400, 'validation_failed');
+    expect(wait.errors).toEqual([{ path: 'wait', message: 'expected an integer from 0 to 30' }]);
+  });
+
+  it('a missing field is named as required, beside the other problems', async () => {
+    const body = expectProblem(
+      await ext(t.app, tenant.key, 'POST', '/tasks', { priority: 'urgent' }),
+      400,
+      'validation_failed',
+    );
+    expect(body.errors).toEqual(
+      expect.arrayContaining([
+        { path: 'title', message: 'required field (expected string)' },
+        { path: 'due_at', message: 'required field (expected string)' },
+      ]),
+    );
+    expect(body.detail).not.toContain('received undefined');
+  });
+});
+
 describe('timestamps stay within four-digit years', () => {
   it('an input whose UTC instant falls outside 0000-9999 is refused; the edges are accepted and render as given', async () => {
     const post = (due_at: string) => ext(t.app, tenant.key, 'POST', '/tasks', { title: 'x', due_at });
