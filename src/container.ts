@@ -94,6 +94,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       guard: targetGuard,
       pipelineExists: async (companyId, pipelineId) =>
         (await repos.pipelines.findCached(companyId, pipelineId)) !== null,
+      pipelines: repos.pipelines,
       maxHooksPerCompany: config.HOOK_MAX_PER_COMPANY,
       apiKey: (companyId, keyId) => repos.apiKeys.findById(companyId, keyId),
       // A Redis outage surfaces as the add's rejection (503 on the web).

@@ -2,6 +2,7 @@ import { MongoServerError, type Collection, type Db, type FindCursor } from 'mon
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
+import { passesChangeFilter, type ChangeCondition } from './change-filter.js';
 import type { EventEnvelope, EventType } from '../events/envelope.js';
 
 /** An event type, or `*` for every type. */
@@ -13,6 +14,8 @@ export interface HookFilter {
   pipeline_id?: string;
   /** Leave out events these API keys of the company caused (a two-way sync's own echo, section 13.1). */
   exclude_actors?: string[];
+  /** Only `*.updated` events whose `changes` have one of these fields (and values): change-filter.ts. */
+  changes?: ChangeCondition[];
 }
 
 export interface HookDoc {
@@ -296,7 +299,9 @@ export class HooksRepository {
    * The hooks an event fans out to: enabled, subscribed to its type or to `*` (index `company_events`,
    * so only those are read), and whose filter, if any, it passes; in creation order.
    */
-  async enabledFor(event: Pick<EventEnvelope, 'company_id' | 'type' | 'data' | 'actor'>): Promise<HookDoc[]> {
+  async enabledFor(
+    event: Pick<EventEnvelope, 'company_id' | 'type' | 'data' | 'actor' | 'changes'>,
+  ): Promise<HookDoc[]> {
     const companyId = event.company_id;
     const byType = await this.matchingByCompany.get(companyId, async () => new Map());
     let matching = byType.get(event.type);
@@ -308,8 +313,12 @@ export class HooksRepository {
     // A hook whose creating key has expired is disabled from that moment on (its stored state cannot say so).
     const now = new Date();
     const causedBy = event.actor?.type === 'api_key' ? event.actor.id : undefined;
+    // filter.changes is judged from the event's own `changes`: no read (DECISIONS.md section 13.2).
     const hooks = (await matching).filter(
-      (hook) => !disabledState(hook, now) && !(causedBy && hook.filter?.exclude_actors?.includes(causedBy)),
+      (hook) =>
+        !disabledState(hook, now) &&
+        !(causedBy && hook.filter?.exclude_actors?.includes(causedBy)) &&
+        passesChangeFilter(hook.filter?.changes, event),
     );
     if (!hooks.some((hook) => hook.filter?.pipeline_id)) return hooks;
     const pipelineId = await this.pipelineOfEvent(event);

@@ -31,7 +31,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         referenceProblems: async (request) =>
           hooks.referenceProblems(
             authOf(request).companyId,
-            wellFormedFields(createHookBody, request.body, ['target_url', 'filter']),
+            wellFormedFields(createHookBody, request.body, ['target_url', 'filter', 'event', 'events']),
           ),
       },
       schema: {

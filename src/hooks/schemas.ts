@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../events/envelope.js';
 import { isoTimestampOutput, toIso } from '../shared/time.js';
+import { conditionsToOutput, MAX_CHANGE_FIELDS, type ChangeCondition } from './change-filter.js';
 import {
   disabledState,
   eventsOf,
@@ -47,10 +48,30 @@ const hookFilter = z
       .max(MAX_EXCLUDED_ACTORS)
       .optional()
       .describe("Leave out events these API keys (key_ids of the company) caused: a two-way sync's own echo"),
+    changes: z
+      .record(
+        z.string().min(1).max(100),
+        z.strictObject({
+          from: z.unknown().optional().describe('The value before the change'),
+          to: z.unknown().optional().describe('The value after the change'),
+        }),
+      )
+      .refine((changes) => Object.keys(changes).length >= 1, 'name at least one field')
+      .refine((changes) => Object.keys(changes).length <= MAX_CHANGE_FIELDS, `at most ${MAX_CHANGE_FIELDS} fields`)
+      .optional()
+      .describe(
+        'Only *.updated events whose `changes` has one of these fields (with these `from`/`to` values when given); ' +
+          'other event types pass. Field names as `changes` reports them: task fields for task.updated, item fields ' +
+          '(`stage`, `status`, `name`, ...) and custom fields by name for item.updated. Example: { "stage": { "to": "<stage_id>" } }',
+      ),
   })
   .superRefine((filter, ctx) => {
-    if (filter.pipeline_id === undefined && filter.exclude_actors === undefined)
-      ctx.addIssue({ code: 'custom', path: ['pipeline_id'], message: 'give pipeline_id, exclude_actors or both' });
+    if (filter.pipeline_id === undefined && filter.exclude_actors === undefined && filter.changes === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pipeline_id'],
+        message: 'give at least one of pipeline_id, exclude_actors, changes',
+      });
   })
   .describe('Which events of the subscribed types are delivered');
 
@@ -133,7 +154,10 @@ export const createHookBody = z
     example: {
       target_url: 'https://hooks.example.com/pipeline-records',
       events: ['task.created', 'task.completed'],
-      filter: { pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d2' },
+      filter: {
+        pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d2',
+        changes: { stage: { to: 'stg_6740b7a1c2d3e4f5a6b7c8d4' } },
+      },
     },
   });
 
@@ -351,10 +375,23 @@ export function toAttemptResponse(attempt: ListedAttempt): DeliveryAttemptRespon
   };
 }
 
-/** A hook's filter as stored and shown: only the parts it has. */
-export function filterOf(filter: HookFilter): HookFilter {
+/** A hook's filter as a subscriber writes and reads it. */
+export type HookFilterBody = z.infer<typeof hookFilter>;
+
+/** A hook's filter as shown: only the parts it has. */
+export function filterOf(filter: HookFilter): HookFilterBody {
   return {
     ...(filter.pipeline_id !== undefined ? { pipeline_id: filter.pipeline_id } : {}),
     ...(filter.exclude_actors?.length ? { exclude_actors: [...filter.exclude_actors] } : {}),
+    ...(filter.changes?.length ? { changes: conditionsToOutput(filter.changes) } : {}),
+  };
+}
+
+/** A filter as stored: only the parts given, `changes` as its judged conditions (judgeChangeFilter). */
+export function storedFilter(filter: HookFilterBody, changes: ChangeCondition[] | undefined): HookFilter {
+  return {
+    ...(filter.pipeline_id !== undefined ? { pipeline_id: filter.pipeline_id } : {}),
+    ...(filter.exclude_actors?.length ? { exclude_actors: [...filter.exclude_actors] } : {}),
+    ...(changes?.length ? { changes } : {}),
   };
 }

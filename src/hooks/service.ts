@@ -10,11 +10,15 @@ import {
   type FieldProblem,
 } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
+import { knownChangeFields } from './change-fields.js';
+import { judgeChangeFilter } from './change-filter.js';
 import { missingReadScope } from './event-scopes.js';
 import { hookDeliveryJobId } from './fanout.js';
+import { eventsOf, type HookDoc, type HookEvent, type HookFilter, type HooksRepository } from './repository.js';
 import {
   filterOf,
   requestedEvents,
+  storedFilter,
   toAttemptResponse,
   toHookResponse,
   type CreateHookBody,
@@ -22,15 +26,17 @@ import {
   type DeliveryAttemptResponse,
   type HookPingResponse,
   type RotatedSecretResponse,
+  type HookFilterBody,
   type UpdateHookBody,
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
 import type { ApiKeyDoc } from '../auth/api-keys.repository.js';
 import type { Actor, AuthContext } from '../auth/authenticator.js';
 import type { EventsRepository } from '../events/repository.js';
+import type { PipelinesRepository } from '../pipelines/repository.js';
 import type { DeliveryJob } from '../shared/queues.js';
+import type { ChangeCondition } from './change-filter.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
-import type { HookDoc, HookFilter, HooksRepository } from './repository.js';
 import type { TargetGuard } from './target-guard.js';
 
 /** How many of a hook's latest attempts the deliveries route shows. */
@@ -44,6 +50,8 @@ export interface HooksServiceDeps {
   guard: TargetGuard;
   /** Whether a pipeline of the company exists (a filter may name only those). */
   pipelineExists(companyId: string, pipelineId: string): Promise<boolean>;
+  /** The company's pipelines: their custom fields are what `filter.changes` may name besides core fields. */
+  pipelines: Pick<PipelinesRepository, 'findCached' | 'list'>;
   /** HOOK_MAX_PER_COMPANY. */
   maxHooksPerCompany: number;
   /** The API key a subscribe acts with, as stored now (its revocation and expiry). */
@@ -61,10 +69,14 @@ export class HooksService {
     return problem ? [{ path: 'target_url', message: problem }] : [];
   }
 
-  /** What a well-formed subscription may still get wrong: an internal target, a pipeline not of this company. */
+  /**
+   * What a well-formed subscription may still get wrong: an internal target, a pipeline not of this company,
+   * a key not of it, a `filter.changes` naming a field the subscribed types do not report or a value it
+   * cannot hold (judged against `events`, when known).
+   */
   async referenceProblems(
     companyId: string,
-    body: { target_url?: string; filter?: HookFilter },
+    body: { target_url?: string; filter?: HookFilterBody; events?: readonly HookEvent[]; event?: HookEvent },
   ): Promise<FieldProblem[]> {
     const pipelineId = body.filter?.pipeline_id;
     const pipelineProblem = async (): Promise<FieldProblem[]> =>
@@ -78,12 +90,43 @@ export class HooksService {
         known[index] ? [] : [{ path: `filter.exclude_actors.${index}`, message: 'is not an API key of this company' }],
       );
     };
-    const [target, pipeline, actors] = await Promise.all([
+    const events = body.events ?? (body.event ? [body.event] : undefined);
+    const changeProblems = async (): Promise<FieldProblem[]> =>
+      body.filter && events ? (await this.changeConditions(companyId, body.filter, events)).problems : [];
+    const [target, pipeline, actors, changes] = await Promise.all([
       body.target_url === undefined ? [] : this.targetProblems(body.target_url),
       pipelineProblem(),
       actorProblems(),
+      changeProblems(),
     ]);
-    return [...target, ...pipeline, ...actors];
+    return [...target, ...pipeline, ...actors, ...changes];
+  }
+
+  /**
+   * A filter's `changes` judged against the fields the hook's types report: task fields, item fields and the
+   * custom fields of the filter's pipeline, or of every pipeline of the company when it names none.
+   */
+  private async changeConditions(
+    companyId: string,
+    filter: HookFilterBody,
+    events: readonly HookEvent[],
+  ): Promise<{ conditions?: ChangeCondition[]; problems: FieldProblem[] }> {
+    if (!filter.changes) return { problems: [] };
+    const pipelines = filter.pipeline_id
+      ? [await this.deps.pipelines.findCached(companyId, filter.pipeline_id)].flatMap((found) => found ?? [])
+      : await this.deps.pipelines.list(companyId);
+    return judgeChangeFilter(filter.changes, knownChangeFields(events, pipelines), events);
+  }
+
+  /** The filter to store: its `changes` judged (and their values normalised); 400 when they do not hold. */
+  private async filterToStore(
+    companyId: string,
+    filter: HookFilterBody,
+    events: readonly HookEvent[],
+  ): Promise<HookFilter> {
+    const { conditions, problems } = await this.changeConditions(companyId, filter, events);
+    ValidationError.throwIfAny(problems);
+    return storedFilter(filter, conditions);
   }
 
   /**
@@ -113,7 +156,7 @@ export class HooksService {
         target_url: body.target_url,
         event: events[0],
         events,
-        filter: body.filter ? filterOf(body.filter) : null,
+        filter: body.filter ? await this.filterToStore(companyId, body.filter, events) : null,
         secret: newWebhookSecret(),
         created_at: new Date(),
         created_by_key_id: auth.keyId,
@@ -177,9 +220,18 @@ export class HooksService {
       const missing = missingReadScope(body.events, auth.scopes);
       if (missing) throw new InsufficientScopeError(missing);
     }
+    // The filter as it will be, judged against the types as they will be (either may change alone).
+    const events = body.events ?? eventsOf(current);
+    const filter = body.filter === undefined ? (current.filter ? filterOf(current.filter) : null) : body.filter;
     ValidationError.throwIfAny(
-      await this.referenceProblems(companyId, { target_url: body.target_url, filter: body.filter ?? undefined }),
+      await this.referenceProblems(companyId, {
+        target_url: body.target_url,
+        filter: body.filter ?? undefined,
+        ...(body.filter !== undefined || body.events !== undefined ? { events } : {}),
+      }),
     );
+    if (body.filter === undefined && body.events !== undefined && filter?.changes)
+      ValidationError.throwIfAny((await this.changeConditions(companyId, filter, events)).problems);
     if (body.enabled === true && current.disabled_reason === 'key_revoked')
       throw ValidationError.single(
         'enabled',
@@ -188,7 +240,9 @@ export class HooksService {
     const updated = await this.deps.hooks.update(companyId, hookId, {
       ...(body.target_url !== undefined ? { target_url: body.target_url } : {}),
       ...(body.events !== undefined ? { events: body.events } : {}),
-      ...(body.filter !== undefined ? { filter: body.filter ? filterOf(body.filter) : null } : {}),
+      ...(body.filter !== undefined
+        ? { filter: body.filter ? await this.filterToStore(companyId, body.filter, events) : null }
+        : {}),
       ...(body.enabled !== undefined ? { enabled: body.enabled } : {}),
     });
     if (!updated) throw new NotFoundError('Hook');
