@@ -6,6 +6,7 @@ import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagin
 import {
   createdHookSchema,
   createHookBody,
+  deliveriesQuery,
   deliveryAttemptSchema,
   hookPingSchema,
   hookSchema,
@@ -142,12 +143,15 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
       config: { scope: 'hooks:manage' },
       schema: {
         tags,
-        summary: 'Latest delivery attempts of a hook, newest first (at most 100)',
+        summary: 'Latest delivery attempts of a hook, newest first (at most 100); by status and period',
+        description:
+          'Each event sent to the hook is one delivery with its attempts. status narrows the list to deliveries whose latest attempt succeeded, that failed with no attempt to follow (`failed`: what POST .../recover sends again), or that wait for an attempt (`pending`); since and until (ISO 8601) to deliveries whose latest attempt was in [since, until). since after until is 400 naming since.',
         params: hookParams,
+        querystring: deliveriesQuery,
         response: { 200: z.array(deliveryAttemptSchema) },
       },
     },
-    async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id),
+    async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id, request.query),
   );
 
   app.post(

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../events/envelope.js';
-import { isoTimestampOutput, toIso } from '../shared/time.js';
+import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
 import { conditionsToOutput, MAX_CHANGE_FIELDS, type ChangeCondition } from './change-filter.js';
+import { DELIVERY_STATUSES, type ListedAttempt } from './deliveries.repository.js';
 import {
   disabledState,
   eventsOf,
@@ -11,7 +12,6 @@ import {
   type HookFilter,
 } from './repository.js';
 import { DELIVERY_ERRORS, KEPT_RESPONSE_BYTES, type DeliveryError } from './sender.js';
-import type { ListedAttempt } from './deliveries.repository.js';
 
 export const HOOK_EVENTS = [...EVENT_TYPES, '*'] as const;
 
@@ -286,6 +286,25 @@ export const deliveryAttemptSchema = z
       next_retry_at: '2026-11-20T08:35:30.000Z',
     },
   });
+
+/** GET /v1/ext/hooks/{hook_id}/deliveries (DECISIONS.md 13.2). */
+export const deliveriesQuery = z
+  .strictObject({
+    status: z
+      .enum(DELIVERY_STATUSES)
+      .optional()
+      .describe(
+        'Only deliveries (one per event) whose latest attempt succeeded, failed with none to follow (the retries ran out, or the hook was disabled), or that wait for an attempt (`pending`)',
+      ),
+    since: isoTimestampInput.optional().describe('Only deliveries whose latest attempt was at or after this time'),
+    until: isoTimestampInput.optional().describe('Only deliveries whose latest attempt was before this time'),
+  })
+  .superRefine((query, ctx) => {
+    if (query.since && query.until && query.since.getTime() > query.until.getTime())
+      ctx.addIssue({ code: 'custom', path: ['since'], message: 'is after until' });
+  });
+
+export type DeliveriesQueryInput = z.infer<typeof deliveriesQuery>;
 
 export const redeliverySchema = z
   .object({ hook_id: z.string(), event_id: z.string(), status: z.literal('queued') })

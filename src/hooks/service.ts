@@ -36,7 +36,7 @@ import type { EventsRepository } from '../events/repository.js';
 import type { PipelinesRepository } from '../pipelines/repository.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { ChangeCondition } from './change-filter.js';
-import type { DeliveriesRepository } from './deliveries.repository.js';
+import type { DeliveriesQuery, DeliveriesRepository } from './deliveries.repository.js';
 import type { TargetGuard } from './target-guard.js';
 
 /** How many of a hook's latest attempts the deliveries route shows. */
@@ -277,9 +277,11 @@ export class HooksService {
     await this.deps.deliveries.deleteForHook(companyId, hookId);
   }
 
-  async recentAttempts(actor: Actor, hookId: string): Promise<DeliveryAttemptResponse[]> {
+  async recentAttempts(actor: Actor, hookId: string, query: DeliveriesQuery = {}): Promise<DeliveryAttemptResponse[]> {
     await this.find(actor, hookId);
-    return (await this.deps.deliveries.recentAttempts(actor.companyId, hookId, RECENT_ATTEMPTS)).map(toAttemptResponse);
+    return (await this.deps.deliveries.recentAttempts(actor.companyId, hookId, RECENT_ATTEMPTS, query)).map(
+      toAttemptResponse,
+    );
   }
 
   /**
