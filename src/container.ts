@@ -91,6 +91,8 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       hooks: repos.hooks,
       deliveries: repos.deliveries,
       events: repos.events,
+      recoveries: repos.recoveries,
+      readablePosition: (companyId) => sequences.readableOf(companyId),
       guard: targetGuard,
       pipelineExists: async (companyId, pipelineId) =>
         (await repos.pipelines.findCached(companyId, pipelineId)) !== null,

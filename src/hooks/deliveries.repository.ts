@@ -354,9 +354,70 @@ export class DeliveriesRepository {
     };
   }
 
+  /**
+   * Of these deliveries (record ids), what a recovery needs to know: whether an attempt ever succeeded, and the
+   * job and attempt count of the last one scheduled. Records that do not exist (never attempted) are absent.
+   */
+  async recoveryStates(
+    companyId: string,
+    keys: string[],
+  ): Promise<Map<string, { succeeded: boolean; jobId?: string; attemptsMade: number }>> {
+    if (keys.length === 0) return new Map();
+    const docs = await this.deliveries
+      .find(
+        { company_id: companyId, _id: { $in: keys } },
+        { projection: { status: 1, delivered_at: 1, attempts: 1, job_id: 1, attempts_made: 1 } },
+      )
+      .toArray();
+    return new Map(
+      docs.map((doc) => [
+        doc._id,
+        {
+          succeeded: hasSucceeded(doc),
+          ...(doc.job_id ? { jobId: doc.job_id } : {}),
+          attemptsMade: doc.attempts_made ?? doc.attempts.length,
+        },
+      ]),
+    );
+  }
+
+  /** Whether an attempt of this delivery has ever succeeded (a recovery or a retry then sends nothing). */
+  async succeeded(companyId: string, key: string): Promise<boolean> {
+    const doc = await this.deliveries.findOne(
+      { company_id: companyId, _id: key },
+      { projection: { status: 1, delivered_at: 1, attempts: 1 } },
+    );
+    return doc !== null && hasSucceeded(doc);
+  }
+
+  /** Of these deliveries, those whose attempt scheduled by the recovery has not been made yet. */
+  async awaitingRecovery(companyId: string, keys: string[], recoveryId: string): Promise<Set<string>> {
+    if (keys.length === 0) return new Set();
+    const docs = await this.deliveries
+      .find({ company_id: companyId, _id: { $in: keys }, recovery_pending: recoveryId }, { projection: { _id: 1 } })
+      .toArray();
+    return new Set(docs.map((doc) => doc._id));
+  }
+
+  /**
+   * A scheduled attempt that was not made (the delivery had succeeded meanwhile, or its hook is disabled): the
+   * record shows what it is now, and no recovery waits for it.
+   */
+  async attemptSkipped(companyId: string, key: string, status: DeliveryStatus): Promise<void> {
+    await this.deliveries.updateOne(
+      { company_id: companyId, _id: key },
+      { $set: { status, next_attempt_at: null }, $unset: { recovery_pending: '' } },
+    );
+  }
+
   async deleteForHook(companyId: string, hookId: string): Promise<void> {
     await this.deliveries.deleteMany({ company_id: companyId, hook_id: hookId });
   }
+}
+
+/** Succeeded now, or once before (a later attempt, such as a failed redelivery, may have changed the status). */
+function hasSucceeded(doc: Pick<DeliveryDoc, 'status' | 'delivered_at' | 'attempts'>): boolean {
+  return doc.status === 'succeeded' || doc.delivered_at !== undefined || doc.attempts.some((a) => a.succeeded);
 }
 
 /**

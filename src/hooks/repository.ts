@@ -325,6 +325,20 @@ export class HooksRepository {
     return hooks.filter((hook) => !hook.filter?.pipeline_id || hook.filter.pipeline_id === pipelineId);
   }
 
+  /**
+   * Whether the hook's types and filter take the event, as the fan-out judges it (enabledFor), for one hook
+   * and one event: what a recovery sends again (recovery.ts). Whether the hook is enabled is not judged here.
+   */
+  async takes(hook: HookDoc, event: EventEnvelope): Promise<boolean> {
+    const types = eventsOf(hook);
+    if (!types.includes('*') && !types.includes(event.type)) return false;
+    const causedBy = event.actor?.type === 'api_key' ? event.actor.id : undefined;
+    if (causedBy && hook.filter?.exclude_actors?.includes(causedBy)) return false;
+    if (!passesChangeFilter(hook.filter?.changes, event)) return false;
+    if (!hook.filter?.pipeline_id) return true;
+    return (await this.pipelineOfEvent(event)) === hook.filter.pipeline_id;
+  }
+
   /** The enabled hooks of a company subscribed to `type` or `*`, in creation order: served by HOOK_EVENTS_INDEX. */
   matchingCursor(companyId: string, type: EventType): FindCursor<HookDoc> {
     return this.hooks.find({ company_id: companyId, events: { $in: [type, '*'] }, disabled_at: null }).sort({ _id: 1 });

@@ -10,6 +10,8 @@ import {
   deliveryAttemptSchema,
   hookPingSchema,
   hookSchema,
+  recoverBody,
+  recoverySchema,
   redeliverySchema,
   rotatedSecretSchema,
   toHookResponse,
@@ -152,6 +154,24 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id, request.query),
+  );
+
+  app.post(
+    '/hooks/:hook_id/recover',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Send again every event of a period that the hook did not receive',
+        description:
+          "Every event of the company that the hook takes (its types and filter), that occurred in [since, until) within retention (EVENTS_RETENTION_DAYS), and whose delivery to this hook has not succeeded (failed, or never attempted) is sent again, in sequence order, as a new attempt through the normal delivery (same webhook-id, the hook's in-flight limit, the retry schedule, listed in the deliveries). Answers 202 with how many; a delivery that succeeds meanwhile is not sent again. One recovery per hook at a time: 409 recovery_in_progress. A disabled hook is re-enabled (not one whose key was revoked: 400). since before retention, or not before until: 400 naming since.",
+        params: hookParams,
+        body: recoverBody,
+        response: { 202: recoverySchema },
+      },
+    },
+    async (request, reply) =>
+      reply.code(202).send(await hooks.recover(authOf(request), request.params.hook_id, request.body)),
   );
 
   app.post(

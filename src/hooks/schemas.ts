@@ -306,6 +306,45 @@ export const deliveriesQuery = z
 
 export type DeliveriesQueryInput = z.infer<typeof deliveriesQuery>;
 
+/** POST /v1/ext/hooks/{hook_id}/recover (DECISIONS.md 13.2). */
+export const recoverBody = z
+  .strictObject({
+    since: isoTimestampInput.describe('Send again the events that occurred from this time on (within retention)'),
+    until: isoTimestampInput.optional().describe('... and before this time; now when absent'),
+  })
+  .superRefine((body, ctx) => {
+    if (body.until && body.since.getTime() >= body.until.getTime())
+      ctx.addIssue({ code: 'custom', path: ['since'], message: 'is not before until' });
+  })
+  .meta({ example: { since: '2026-12-01T00:00:00Z', until: '2026-12-03T12:00:00Z' } });
+
+export type RecoverBody = z.infer<typeof recoverBody>;
+
+export const recoverySchema = z
+  .object({
+    hook_id: z.string(),
+    since: isoTimestampOutput,
+    until: isoTimestampOutput,
+    queued: z
+      .number()
+      .int()
+      .min(0)
+      .describe(
+        'Events the hook takes in the period whose delivery has not succeeded: each is sent again, in sequence order',
+      ),
+  })
+  .meta({
+    id: 'HookRecovery',
+    example: {
+      hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9',
+      since: '2026-12-01T00:00:00.000Z',
+      until: '2026-12-03T12:00:00.000Z',
+      queued: 1284,
+    },
+  });
+
+export type RecoveryResponse = z.infer<typeof recoverySchema>;
+
 export const redeliverySchema = z
   .object({ hook_id: z.string(), event_id: z.string(), status: z.literal('queued') })
   .meta({

@@ -4,16 +4,19 @@ import {
   HookLimitReachedError,
   InsufficientScopeError,
   NotFoundError,
+  RecoveryInProgressError,
   UnauthorizedError,
   UnavailableError,
   ValidationError,
   type FieldProblem,
 } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
+import { toIso } from '../shared/time.js';
 import { knownChangeFields } from './change-fields.js';
 import { judgeChangeFilter } from './change-filter.js';
 import { missingReadScope } from './event-scopes.js';
 import { hookDeliveryJobId } from './fanout.js';
+import { countRecoverable } from './recovery.js';
 import { eventsOf, type HookDoc, type HookEvent, type HookFilter, type HooksRepository } from './repository.js';
 import {
   filterOf,
@@ -25,6 +28,8 @@ import {
   type CreatedHookResponse,
   type DeliveryAttemptResponse,
   type HookPingResponse,
+  type RecoverBody,
+  type RecoveryResponse,
   type RotatedSecretResponse,
   type HookFilterBody,
   type UpdateHookBody,
@@ -37,7 +42,11 @@ import type { PipelinesRepository } from '../pipelines/repository.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { ChangeCondition } from './change-filter.js';
 import type { DeliveriesQuery, DeliveriesRepository } from './deliveries.repository.js';
+import type { RecoveriesRepository } from './recoveries.repository.js';
 import type { TargetGuard } from './target-guard.js';
+
+/** How long runners leave a new recovery to the request that counts it. */
+const RECOVERY_COUNT_GRACE_MS = 60_000;
 
 /** How many of a hook's latest attempts the deliveries route shows. */
 export const RECENT_ATTEMPTS = 100;
@@ -45,8 +54,11 @@ export const RECENT_ATTEMPTS = 100;
 export interface HooksServiceDeps {
   hooks: HooksRepository;
   deliveries: DeliveriesRepository;
-  /** Where a delivered event's envelope is read for a redelivery (its delivery record leaves it out). */
-  events: Pick<EventsRepository, 'findById'>;
+  /** Where a delivered event's envelope is read for a redelivery (its delivery record leaves it out), and a recovery's events. */
+  events: Pick<EventsRepository, 'findById' | 'recoveryPage' | 'retainedSince'>;
+  recoveries: RecoveriesRepository;
+  /** The company's readable feed position: a recovery covers the events up to it. */
+  readablePosition(companyId: string): Promise<number>;
   guard: TargetGuard;
   /** Whether a pipeline of the company exists (a filter may name only those). */
   pipelineExists(companyId: string, pipelineId: string): Promise<boolean>;
@@ -275,6 +287,7 @@ export class HooksService {
   async remove(companyId: string, hookId: string): Promise<void> {
     if (!(await this.deps.hooks.delete(companyId, hookId))) throw new NotFoundError('Hook');
     await this.deps.deliveries.deleteForHook(companyId, hookId);
+    await this.deps.recoveries.deleteForHook(companyId, hookId);
   }
 
   async recentAttempts(actor: Actor, hookId: string, query: DeliveriesQuery = {}): Promise<DeliveryAttemptResponse[]> {
@@ -332,6 +345,52 @@ export class HooksService {
       hookDeliveryJobId(hookId, eventId, `redeliver-${Date.now()}`),
     );
     return { hook_id: hookId, event_id: eventId, status: 'queued' };
+  }
+
+  /**
+   * POST /v1/ext/hooks/{hook_id}/recover (DECISIONS.md 13.2): counts the events of the period the hook takes
+   * whose delivery has not succeeded, and leaves them to the hooks workers' recovery runner (recovery.ts),
+   * which sends them in sequence order through the normal machinery. One recovery per hook at a time (409).
+   * Like a redelivery, it re-enables a hook that was disabled (not one whose key was revoked: 400).
+   */
+  async recover(actor: Actor, hookId: string, body: RecoverBody, now = new Date()): Promise<RecoveryResponse> {
+    const companyId = actor.companyId;
+    const hook = await this.find(actor, hookId);
+    const retainedSince = this.deps.events.retainedSince(now);
+    const until = body.until && body.until.getTime() < now.getTime() ? body.until : now;
+    const problems: FieldProblem[] = [];
+    if (body.since.getTime() < retainedSince.getTime())
+      problems.push({
+        path: 'since',
+        message: `is before the events kept (EVENTS_RETENTION_DAYS): the earliest is ${retainedSince.toISOString()}`,
+      });
+    else if (body.since.getTime() >= until.getTime()) problems.push({ path: 'since', message: 'is not in the past' });
+    if (hook.disabled_reason === 'key_revoked')
+      problems.push({
+        path: 'hook_id',
+        message: 'the API key that created this hook was revoked or expired: subscribe again with a valid key',
+      });
+    ValidationError.throwIfAny(problems);
+
+    const period = { since: body.since, until, upto_sequence: await this.deps.readablePosition(companyId) };
+    const recoveryId = newId('recovery');
+    // Runners leave it alone while it is counted; should this request die, they start it after the grace.
+    const started = await this.deps.recoveries.start(
+      hookId,
+      { company_id: companyId, recovery_id: recoveryId, ...period },
+      new Date(now.getTime() + RECOVERY_COUNT_GRACE_MS),
+    );
+    if (!started) {
+      const running = await this.deps.recoveries.findByHook(companyId, hookId);
+      throw new RecoveryInProgressError(hookId, {
+        since: toIso(running?.since ?? body.since),
+        until: toIso(running?.until ?? until),
+      });
+    }
+    if (hook.disabled_at) await this.deps.hooks.reenable(companyId, hookId);
+    const queued = await countRecoverable(this.deps, hook, period);
+    await this.deps.recoveries.counted(companyId, hookId, recoveryId, queued);
+    return { hook_id: hookId, since: toIso(period.since), until: toIso(period.until), queued };
   }
 
   private async enqueue(job: DeliveryJob, jobId: string): Promise<void> {
