@@ -36,7 +36,12 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
     tasks: new TasksRepository(db, events),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
-    hooks: new HooksRepository(db, options.changes?.hooks, (companyId, itemId) => items.pipelineOf(companyId, itemId)),
+    hooks: new HooksRepository(
+      db,
+      options.changes?.hooks,
+      (companyId, itemId) => items.pipelineOf(companyId, itemId),
+      events,
+    ),
     deliveries: new DeliveriesRepository(db),
     recoveries: new RecoveriesRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),

@@ -65,8 +65,12 @@ export interface ConsumerFinished {
 }
 
 function resourceIdOf(event: EventEnvelope): string | null {
-  const data = event.data as { task_id?: unknown; item_id?: unknown };
-  const id = event.type.startsWith('task.') ? data.task_id : data.item_id;
+  const data = event.data as { task_id?: unknown; item_id?: unknown; hook_id?: unknown };
+  const id = event.type.startsWith('task.')
+    ? data.task_id
+    : event.type.startsWith('hook.')
+      ? data.hook_id
+      : data.item_id;
   return typeof id === 'string' ? id : null;
 }
 

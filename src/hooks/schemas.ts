@@ -329,9 +329,11 @@ export const recoverySchema = z
       .number()
       .int()
       .min(0)
+      .max(2_147_483_647)
       .describe(
         'Events the hook takes in the period whose delivery has not succeeded: each is sent again, in sequence order',
-      ),
+      )
+      .meta({ example: 1284 }),
   })
   .meta({
     id: 'HookRecovery',

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { must } from '../../src/shared/must.js';
 import { createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
-import { eventIdsOf, hooksTestEnv } from '../helpers/hooks.js';
+import { hooksTestEnv } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
 import type { Receiver } from './receiver.js';
 
@@ -90,7 +90,11 @@ describe('POST /v1/ext/hooks/{hook_id}/recover (DECISIONS.md 13.2)', () => {
     const task = await createTask(env.t.app, tenant, { title: 'while disabled' });
     for (const priority of ['high', 'urgent', 'low'])
       expect((await ext(env.t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { priority })).statusCode).toBe(200);
-    await eventIdsOf(env.t, task.task_id, 4);
+    // All four readable in the feed (a recovery covers what is readable when it starts).
+    await waitFor(async () => {
+      const feed = await ext(env.t.app, tenant.key, 'GET', `/events?resource_id=${task.task_id}`);
+      return feed.json().length === 4;
+    });
     expect(receiver.requests).toHaveLength(0);
 
     // Recovering re-enables the hook, like a redelivery; the renamed-priority updates other than "urgent" stay out.
@@ -110,8 +114,7 @@ describe('POST /v1/ext/hooks/{hook_id}/recover (DECISIONS.md 13.2)', () => {
     const receiver = await env.receiver(() => ({ status: 200, delayMs: 150 }));
     const since = new Date(Date.now() - 1_000).toISOString();
     for (let i = 0; i < 8; i++) await createTask(env.t.app, tenant, { title: `old ${i}` });
-    const tasks = await ext(env.t.app, tenant.key, 'GET', '/tasks?limit=100');
-    for (const task of tasks.json()) await eventIdsOf(env.t, task.task_id);
+    await waitFor(async () => (await ext(env.t.app, tenant.key, 'GET', '/events')).json().length === 8);
     // Subscribed after the events: none was ever attempted.
     const hook = await env.subscribe(tenant, { target_url: receiver.url(), events: ['task.created'] });
     const first = await recover(tenant, hook.hook_id, { since });
