@@ -7,7 +7,7 @@ import { deliverWebhook, type DeliveryDeps, type DeliveryOutcome } from '../src/
 import { claimFanOut, type FanOutClaimDeps } from '../src/hooks/fanout-claim.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
 import { HookLanes } from '../src/hooks/lanes.js';
-import { isRecoveryJob, RecoveryRunner } from '../src/hooks/recovery.js';
+import { isRecoveryJob, RECOVERY_WINDOW_PER_IN_FLIGHT, RecoveryRunner } from '../src/hooks/recovery.js';
 import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { Coalescer } from '../src/shared/coalesce.js';
@@ -177,9 +177,11 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
     deliveries: repos.deliveries,
     recoveries: repos.recoveries,
     hookById: (companyId, hookId) => repos.hooks.findById(companyId, hookId),
-    enqueue: async (data, jobId) => void (await deliveries.add('delivery', data, { jobId })),
-    // Twice what may be in flight to one hook: its lane is kept busy, and the queue holds no more of it.
-    window: 2 * config.HOOK_MAX_IN_FLIGHT_PER_HOOK,
+    enqueue: async (jobs) =>
+      void (await deliveries.addBulk(jobs.map(({ data, jobId }) => ({ name: 'delivery', data, opts: { jobId } })))),
+    // Four times what may be in flight to one hook: its lane is kept busy while the next ones are handed
+    // over, and the queue holds no more of it (the lanes' in-flight limit still holds at the receiver).
+    window: RECOVERY_WINDOW_PER_IN_FLIGHT * config.HOOK_MAX_IN_FLIGHT_PER_HOOK,
     leaseMs: config.JOB_LOCK_MS,
     pollMs: 25,
     claimEveryMs: 500,

@@ -78,6 +78,16 @@ export function statusAfter(attempt: Pick<DeliveryAttempt, 'succeeded' | 'next_r
   return attempt.next_retry_at ? 'pending' : 'failed';
 }
 
+/** A delivery handed to the `deliveries` queue before its attempt (recordScheduled). */
+export interface ScheduledRecord {
+  key: string;
+  target: DeliveryTarget;
+  event: WebhookEnvelope;
+  job: DeliveryJob & { id: string };
+  /** The hook recovery this attempt is part of (recovery.ts waits for it). */
+  recovery?: string;
+}
+
 export type DeliveryTarget = { hook_id: string; automation_id: null } | { hook_id: null; automation_id: string };
 /** One attempt of one delivery: `key` is the delivery record's id. */
 export interface AttemptRecord {
@@ -213,46 +223,49 @@ export class DeliveriesRepository {
    * recorded as due now, so the reconciler schedules it again if Redis loses the job. Attempts
    * already made, if any, stay as they are; the next one recorded sets the due time again.
    */
-  async recordScheduled(record: {
-    key: string;
-    target: DeliveryTarget;
-    event: WebhookEnvelope;
-    job: DeliveryJob & { id: string };
-    /** The hook recovery this attempt is part of (recovery.ts waits for it). */
-    recovery?: string;
-  }): Promise<void> {
-    const { key, target, event, job, recovery } = record;
+  async recordScheduled(record: ScheduledRecord): Promise<void> {
+    await this.recordScheduledMany([record]);
+  }
+
+  /** recordScheduled for several deliveries in one round trip (a recovery hands its deliveries over together). */
+  async recordScheduledMany(records: ScheduledRecord[]): Promise<void> {
+    if (records.length === 0) return;
     const now = new Date();
     const write = () =>
-      this.deliveries.updateOne(
-        { company_id: event.company_id, _id: key },
-        {
-          $setOnInsert: {
-            ...target,
-            event_id: event.event_id,
-            event_type: event.type,
-            attempts: [],
-            created_at: now,
-            updated_at: now,
+      this.deliveries.bulkWrite(
+        records.map(({ key, target, event, job, recovery }) => ({
+          updateOne: {
+            filter: { company_id: event.company_id, _id: key },
+            update: {
+              $setOnInsert: {
+                ...target,
+                event_id: event.event_id,
+                event_type: event.type,
+                attempts: [],
+                created_at: now,
+                updated_at: now,
+              },
+              // The envelope also on a record of delivered attempts (which has none): this attempt is sent from it.
+              $set: {
+                event,
+                next_attempt_at: now,
+                job_id: job.id,
+                target: job.target,
+                attempts_made: job.attempts_before ?? 0,
+                status: 'pending' as const,
+                ...(recovery ? { recovery_pending: recovery } : {}),
+              },
+            },
+            upsert: true,
           },
-          // The envelope also on a record of delivered attempts (which has none): this attempt is sent from it.
-          $set: {
-            event,
-            next_attempt_at: now,
-            job_id: job.id,
-            target: job.target,
-            attempts_made: job.attempts_before ?? 0,
-            status: 'pending',
-            ...(recovery ? { recovery_pending: recovery } : {}),
-          },
-        },
-        { upsert: true },
+        })),
+        { ordered: false },
       );
     try {
       await write();
     } catch (error) {
       // Lost a first-insert race with an attempt of the same delivery (see recordAttempts): it matches now.
-      if (!isDuplicateKeyError(error)) throw error;
+      if (!duplicateKeyIndexes(error)) throw error;
       await write();
     }
   }

@@ -13,13 +13,16 @@ import type { RecoveriesRepository, RecoveryDoc } from './recoveries.repository.
  * Recovering a hook (DECISIONS.md section 13.2): every event of the company in a period that the hook takes
  * and that it has not received (a failed delivery, or none at all) is sent again, in sequence order, through
  * the normal machinery: a `deliveries` job each (so the hook's lanes and in-flight limit, the retry schedule
- * and the delivery records apply), at most `window` of them waiting for their attempt at a time, so a
+ * and the delivery records apply), at most `window` of them waiting for their attempt at a time (four times
+ * the hook's in-flight limit: RECOVERY_WINDOW_PER_IN_FLIGHT), so a
  * recovery of 10,000 events never floods the queue ahead of other companies' work. Its position is kept in
  * MongoDB: a worker that dies mid-way leaves it to another (or itself restarted) once its lease runs out,
  * which carries on from there; what a recovery hands over again after a crash is judged again first, so a
  * delivery that has succeeded (or that this recovery already attempted) is never sent again by it.
  */
 
+/** A recovery keeps at most this many times HOOK_MAX_IN_FLIGHT_PER_HOOK deliveries waiting for their attempt. */
+export const RECOVERY_WINDOW_PER_IN_FLIGHT = 4;
 /** Events read from the store at a time. */
 export const RECOVERY_PAGE = 200;
 /** A handed-over delivery not attempted within this long (its job lost until the reconciler adds it again) stops holding its place in the window. */
@@ -101,9 +104,9 @@ export async function countRecoverable(deps: RecoveryScanDeps, hook: HookDoc, pe
 export interface RecoveryDriverDeps extends RecoveryScanDeps {
   recoveries: Pick<RecoveriesRepository, 'progress' | 'finish'>;
   hookById(companyId: string, hookId: string): Promise<HookDoc | null>;
-  deliveries: Pick<DeliveriesRepository, 'recoveryStates' | 'awaitingRecovery' | 'recordScheduled'>;
-  /** Adds the delivery job (the `deliveries` queue). */
-  enqueue(data: DeliveryJob, jobId: string): Promise<void>;
+  deliveries: Pick<DeliveriesRepository, 'recoveryStates' | 'awaitingRecovery' | 'recordScheduledMany'>;
+  /** Adds the delivery jobs (the `deliveries` queue), in this order. */
+  enqueue(jobs: Array<{ data: DeliveryJob; jobId: string }>): Promise<void>;
   /** Deliveries of one recovery waiting for their attempt at once. */
   window: number;
   leaseMs: number;
@@ -151,35 +154,42 @@ export async function driveRecovery(
       for (const [key, handedAt] of outstanding) if (!awaiting.has(key) || handedAt < stale) outstanding.delete(key);
     }
 
-    let handed = 0;
-    while (outstanding.size < deps.window && !signal.aborted) {
+    // What the window has room for, handed over together: one write for their records, one add for their jobs.
+    const batch: Candidate[] = [];
+    while (outstanding.size + batch.length < deps.window && !signal.aborted) {
       if (buffer.length === 0) {
         if (exhausted) break;
         const page = await recoveryCandidates(deps, hook, recovery, scanned, recoveryId);
         buffer.push(...page.candidates);
         if (page.last !== undefined) scanned = page.last;
         exhausted = page.exhausted;
-        if (buffer.length === 0) position = scanned;
+        if (buffer.length === 0 && batch.length === 0) position = scanned;
         continue;
       }
-      const { event, sequence } = buffer.shift()!;
-      const key = hookDeliveryKey(hookId, event.event_id);
-      const jobId = recoveryJobId(hookId, event.event_id, recoveryId);
-      const data: DeliveryJob = { event, target: { kind: 'hook', hook_id: hookId } };
-      // Recorded as due first, so Redis losing the job leaves it to the reconciler rather than lose it.
-      await deps.deliveries.recordScheduled({
-        key,
-        target: { hook_id: hookId, automation_id: null },
-        event,
-        job: { ...data, id: jobId },
-        recovery: recoveryId,
-      });
-      await deps.enqueue(data, jobId);
-      outstanding.set(key, Date.now());
-      sent++;
-      handed++;
-      position = buffer.length === 0 ? scanned : sequence;
+      batch.push(buffer.shift()!);
     }
+    if (batch.length > 0) {
+      const handing = batch.map(({ event }) => ({
+        key: hookDeliveryKey(hookId, event.event_id),
+        jobId: recoveryJobId(hookId, event.event_id, recoveryId),
+        data: { event, target: { kind: 'hook', hook_id: hookId } } satisfies DeliveryJob,
+      }));
+      // Recorded as due first, so Redis losing the jobs leaves them to the reconciler rather than lose them.
+      await deps.deliveries.recordScheduledMany(
+        handing.map(({ key, jobId, data }) => ({
+          key,
+          target: { hook_id: hookId, automation_id: null },
+          event: data.event,
+          job: { ...data, id: jobId },
+          recovery: recoveryId,
+        })),
+      );
+      await deps.enqueue(handing.map(({ data, jobId }) => ({ data, jobId })));
+      for (const { key } of handing) outstanding.set(key, Date.now());
+      sent += batch.length;
+      position = buffer.length === 0 ? scanned : batch.at(-1)!.sequence;
+    }
+    const handed = batch.length;
     if (exhausted && buffer.length === 0 && outstanding.size === 0) return finish('done');
 
     const now = Date.now();
