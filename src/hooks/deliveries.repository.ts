@@ -1,7 +1,7 @@
 import { type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import { HOOK_PING, type WebhookEnvelope, type WebhookEventType } from '../events/envelope.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
-import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
+import { duplicateKeyIndexes } from '../shared/mongo.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
 
