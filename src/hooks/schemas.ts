@@ -300,7 +300,8 @@ export const deliveriesQuery = z
     until: isoTimestampInput.optional().describe('Only deliveries whose latest attempt was before this time'),
   })
   .superRefine((query, ctx) => {
-    if (query.since && query.until && query.since.getTime() > query.until.getTime())
+    // Runs also when a timestamp failed its own check (zod's checks do not abort): judged only when both are dates.
+    if (query.since instanceof Date && query.until instanceof Date && query.since.getTime() > query.until.getTime())
       ctx.addIssue({ code: 'custom', path: ['since'], message: 'is after until' });
   });
 
@@ -313,7 +314,8 @@ export const recoverBody = z
     until: isoTimestampInput.optional().describe('... and before this time; now when absent'),
   })
   .superRefine((body, ctx) => {
-    if (body.until && body.since.getTime() >= body.until.getTime())
+    // Runs also when a timestamp failed its own check (zod's checks do not abort): judged only when both are dates.
+    if (body.since instanceof Date && body.until instanceof Date && body.since.getTime() >= body.until.getTime())
       ctx.addIssue({ code: 'custom', path: ['since'], message: 'is not before until' });
   })
   .meta({ example: { since: '2026-12-01T00:00:00Z', until: '2026-12-03T12:00:00Z' } });
