@@ -1,9 +1,13 @@
 import { describe, expect, it } from 'vitest';
+import { eventBytes, outboxOnUpdate } from '../../src/events/outbox.js';
+import { hookDisabledEvent } from '../../src/hooks/hook-events.js';
+import { must } from '../../src/shared/must.js';
 import { createKey, createTask, createTenant, expectProblem, ext } from '../helpers/fixtures.js';
 import { hooksTestEnv } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
 
-const env = hooksTestEnv({ HOOK_MAX_ATTEMPTS: '1' });
+// The relay's pass (which moves what outboxes still hold) every 300 ms.
+const env = hooksTestEnv({ HOOK_MAX_ATTEMPTS: '1', RECONCILE_INTERVAL_MS: '300' });
 
 describe('hook.disabled (DECISIONS.md 13.2)', () => {
   it('a hook disabled after its failures tells the feed and the other hooks subscribed to it', async () => {
@@ -69,6 +73,29 @@ describe('hook.disabled (DECISIONS.md 13.2)', () => {
     expect(read.json().map((feedEvent: { type: string }) => feedEvent.type)).toEqual(['task.created']);
     expectProblem(await ext(env.t.app, reader.key, 'GET', '/events?type=hook.disabled'), 403, 'insufficient_scope');
     expectProblem(await ext(env.t.app, reader.key, 'GET', `/events/${event.event_id}`), 404, 'not_found');
+  });
+
+  it("a hook.disabled still in the hook's outbox (its process died after the disabling write) is moved by the relay", async () => {
+    const tenant = await createTenant(env.t.app);
+    const listener = await env.receiver();
+    await env.subscribe(tenant, { target_url: listener.url(), events: ['hook.disabled'] });
+    const doomed = await env.subscribe(tenant, { target_url: 'https://hooks.example.com/gone', event: 'task.created' });
+    const stored = must(
+      (await env.t.app.repos.hooks.findById(tenant.companyId, doomed.hook_id)) ?? undefined,
+      'the hook',
+    );
+    const at = new Date();
+    const event = hookDisabledEvent(stored, at);
+    // What the disabling write leaves when nothing moves its event afterwards.
+    await env.t.db.collection('hooks').updateOne({ _id: doomed.hook_id }, {
+      $set: { disabled_at: at, disabled_reason: 'failing', ...outboxOnUpdate([event]).$set },
+      $push: { pending_events: event },
+      $inc: { outbox_bytes: eventBytes([event]) },
+    } as never);
+    await waitFor(() => listener.requests.some((request) => request.id === event.event_id), 15_000);
+    expect(JSON.parse(listener.requests[0]!.body).data).toMatchObject({ hook_id: doomed.hook_id, enabled: false });
+    const after = await env.t.db.collection('hooks').findOne({ _id: doomed.hook_id });
+    expect(after?.outbox_pending).toBeUndefined();
   });
 
   it('a hook disabled by its subscriber emits nothing', async () => {
