@@ -12,6 +12,7 @@ export const SCENARIO_GROUPS = [
   'durable',
   'webhooks',
   'feed',
+  'recovery',
   'memory',
   'overdue',
 ] as const;

@@ -3,6 +3,7 @@ import { AutomationsRepository } from './automations/repository.js';
 import { CompaniesRepository } from './companies/repository.js';
 import { EventsRepository } from './events/repository.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
+import { RecoveriesRepository } from './hooks/recoveries.repository.js';
 import { HooksRepository } from './hooks/repository.js';
 import { WebhookSecretsRepository } from './hooks/webhook-secrets.repository.js';
 import { IdempotencyRepository } from './idempotency/repository.js';
@@ -35,8 +36,14 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
     tasks: new TasksRepository(db, events),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
-    hooks: new HooksRepository(db, options.changes?.hooks, (companyId, itemId) => items.pipelineOf(companyId, itemId)),
+    hooks: new HooksRepository(
+      db,
+      options.changes?.hooks,
+      (companyId, itemId) => items.pipelineOf(companyId, itemId),
+      events,
+    ),
     deliveries: new DeliveriesRepository(db),
+    recoveries: new RecoveriesRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),
   };
 }
@@ -61,6 +68,7 @@ export async function ensureIndexes(db: Db, logger?: Logger): Promise<string[]> 
     AutomationsRepository,
     HooksRepository,
     DeliveriesRepository,
+    RecoveriesRepository,
     EventsRepository,
   ]) {
     for (const index of await repository.ensureIndexes(db)) {

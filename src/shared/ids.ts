@@ -16,6 +16,7 @@ export const ID_PREFIXES = {
   hook: 'hk',
   automation: 'aut',
   event: 'evt',
+  recovery: 'rcv',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;
