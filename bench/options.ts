@@ -14,6 +14,7 @@ export const SCENARIO_GROUPS = [
   'export',
   'webhooks',
   'feed',
+  'recovery',
   'memory',
   'overdue',
 ] as const;

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,history,export,webhooks,feed,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,history,export,webhooks,feed,recovery,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -23,6 +23,7 @@ import { runMemorySoak } from './scenarios/memory.js';
 import { runMongoTripScenarios } from './scenarios/mongo-trips.js';
 import { runOverdueBench } from './scenarios/overdue.js';
 import { runOverheadScenarios } from './scenarios/overhead.js';
+import { runRecoveryScenarios } from './scenarios/recovery.js';
 import { runTracingScenario } from './scenarios/tracing.js';
 import { runWebhookScenarios } from './scenarios/webhooks.js';
 import { SEEDED_ITEM_SOURCE, seed } from './seed.js';
@@ -149,7 +150,7 @@ async function main(): Promise<void> {
     rows.push(...(await run(context)));
   }
   console.log(`request scenarios done ${elapsed()}`);
-  if (groups.has('webhooks') || groups.has('memory') || groups.has('feed')) {
+  if (groups.has('webhooks') || groups.has('memory') || groups.has('feed') || groups.has('recovery')) {
     // The worker starts only now: on this 2-core machine it would otherwise compete with the web
     // process during the request scenarios (in production it runs on its own machine).
     await dropEarlierScenarioRecords(stack);
@@ -169,6 +170,7 @@ async function main(): Promise<void> {
     }
     rows.push(...soak);
     if (groups.has('feed')) rows.push(...(await runFeedLagScenario(context)));
+    if (groups.has('recovery')) rows.push(...(await runRecoveryScenarios(context)));
     console.log(`worker scenarios done ${elapsed()}`);
   }
   sampler.stop();

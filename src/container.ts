@@ -116,9 +116,12 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       hooks: repos.hooks,
       deliveries: repos.deliveries,
       events: repos.events,
+      recoveries: repos.recoveries,
+      readablePosition: (companyId) => sequences.readableOf(companyId),
       guard: targetGuard,
       pipelineExists: async (companyId, pipelineId) =>
         (await repos.pipelines.findCached(companyId, pipelineId)) !== null,
+      pipelines: repos.pipelines,
       maxHooksPerCompany: config.HOOK_MAX_PER_COMPANY,
       apiKey: (companyId, keyId) => repos.apiKeys.findById(companyId, keyId),
       // A Redis outage surfaces as the add's rejection (503 on the web).

@@ -5,6 +5,7 @@ import { ErasuresRepository } from './erasure/repository.js';
 import { EventsRepository } from './events/repository.js';
 import { HistoryRepository } from './history/repository.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
+import { RecoveriesRepository } from './hooks/recoveries.repository.js';
 import { HooksRepository } from './hooks/repository.js';
 import { WebhookSecretsRepository } from './hooks/webhook-secrets.repository.js';
 import { IdempotencyRepository } from './idempotency/repository.js';
@@ -39,10 +40,16 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
     tasks: new TasksRepository(db, events),
     idempotency: new IdempotencyRepository(db),
     automations: new AutomationsRepository(db),
-    hooks: new HooksRepository(db, options.changes?.hooks, (companyId, itemId) => items.pipelineOf(companyId, itemId)),
+    hooks: new HooksRepository(
+      db,
+      options.changes?.hooks,
+      (companyId, itemId) => items.pipelineOf(companyId, itemId),
+      events,
+    ),
     deliveries: new DeliveriesRepository(db),
     history: new HistoryRepository(db, options.historyRetentionDays),
     erasures: new ErasuresRepository(db),
+    recoveries: new RecoveriesRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),
   };
 }
@@ -67,6 +74,7 @@ export async function ensureIndexes(db: Db, logger?: Logger): Promise<string[]> 
     AutomationsRepository,
     HooksRepository,
     DeliveriesRepository,
+    RecoveriesRepository,
     EventsRepository,
     HistoryRepository,
     ErasuresRepository,

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { DelayedError, UnrecoverableError } from 'bullmq';
 import { ConsumerProgress, WORKER_RECORD_INTERVAL_MS } from '../src/events/progress.js';
 import { hookDeliveryKey, type AttemptRecord } from '../src/hooks/deliveries.repository.js';
@@ -5,6 +7,7 @@ import { deliverWebhook, type DeliveryDeps, type DeliveryOutcome } from '../src/
 import { claimFanOut, type FanOutClaimDeps } from '../src/hooks/fanout-claim.js';
 import { fanOutEvent } from '../src/hooks/fanout.js';
 import { HookLanes } from '../src/hooks/lanes.js';
+import { isRecoveryJob, RECOVERY_WINDOW_PER_IN_FLIGHT, RecoveryRunner } from '../src/hooks/recovery.js';
 import { retryPolicyFrom } from '../src/hooks/retry-policy.js';
 import { WebhookSender } from '../src/hooks/sender.js';
 import { Coalescer } from '../src/shared/coalesce.js';
@@ -113,7 +116,18 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
   const delivering = startWorker(
     'deliveries',
     async (job, token?: string) => {
-      const { target } = job.data;
+      const { target, event } = job.data;
+      const recovering = isRecoveryJob(job.id!);
+      // A recovery's delivery, or a retry, of a delivery that has succeeded since (through another job: a
+      // recovery, a redelivery) sends nothing: what succeeded is not sent again (DECISIONS.md 13.2).
+      const retry = (job.data.attempts_before ?? 0) + job.attemptsStarted - (job.data.deferrals ?? 0) > 1;
+      if (target.kind === 'hook' && (recovering || (retry && !job.id!.includes(':redeliver-')))) {
+        const key = hookDeliveryKey(target.hook_id, event.event_id);
+        if (await repos.deliveries.succeeded(event.company_id, key)) {
+          if (recovering) await repos.deliveries.attemptSkipped(event.company_id, key, 'succeeded');
+          return { outcome: 'skipped', reason: 'delivered already' };
+        }
+      }
       const permit = target.kind === 'hook' ? await lanes.enterLane(target.hook_id) : undefined;
       if (target.kind === 'hook' && !permit) {
         // The hook has its limit in flight: try again a little later, without counting an attempt.
@@ -141,6 +155,13 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
         await job.moveToDelayed(Date.now() + result.delayMs, token);
         throw new DelayedError();
       }
+      // A recovery waits for each of its deliveries' attempt: one not made (the hook disabled) must say so.
+      if (result.outcome === 'skipped' && recovering && target.kind === 'hook')
+        await repos.deliveries.attemptSkipped(
+          event.company_id,
+          hookDeliveryKey(target.hook_id, event.event_id),
+          'failed',
+        );
       // Given up: the job lands in the failed set (visible to operators); the attempts stay listed.
       if (result.outcome === 'gave_up') throw new UnrecoverableError(result.reason);
       return result;
@@ -149,9 +170,31 @@ export const startHooks: RoleStarter = async ({ config, logger, container }) => 
     { concurrency: config.HOOK_CONCURRENCY },
   );
 
+  // Hook recoveries (DECISIONS.md 13.2): their state is in MongoDB; this process drives those it takes.
+  const recoveries = new RecoveryRunner({
+    hooks: repos.hooks,
+    events: repos.events,
+    deliveries: repos.deliveries,
+    recoveries: repos.recoveries,
+    hookById: (companyId, hookId) => repos.hooks.findById(companyId, hookId),
+    enqueue: async (jobs) =>
+      void (await deliveries.addBulk(jobs.map(({ data, jobId }) => ({ name: 'delivery', data, opts: { jobId } })))),
+    // Four times what may be in flight to one hook: its lane is kept busy while the next ones are handed
+    // over, and the queue holds no more of it (the lanes' in-flight limit still holds at the receiver).
+    window: RECOVERY_WINDOW_PER_IN_FLIGHT * config.HOOK_MAX_IN_FLIGHT_PER_HOOK,
+    leaseMs: config.JOB_LOCK_MS,
+    pollMs: 25,
+    claimEveryMs: 500,
+    maxConcurrent: 4,
+    holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    logger,
+  });
+  recoveries.start();
+
   return {
     state: () => (fanOut.isRunning() && delivering.isRunning() ? 'running' : 'stopped'),
     async close() {
+      await recoveries.close();
       await Promise.all([fanOut.close(), delivering.close()]);
       await Promise.all([attempts.close(), progress.close()]);
       await sender.close();

@@ -39,7 +39,7 @@ const RECORDS_SETTLE_MS = 250;
 const RECEIVERS = 16;
 
 /** A task.created envelope exactly as the API records one (occurred_at = now). */
-function taskCreatedEvent(tenant: Tenant, index: number): EventEnvelope {
+export function taskCreatedEvent(tenant: Tenant, index: number): EventEnvelope {
   const now = new Date();
   const task = toTaskResponse({
     _id: newId('task'),

@@ -2,7 +2,8 @@
  * A REST-hook subscriber end to end, against a running server (`npm run dev`, which allows loopback
  * targets): subscribe with two events and a pipeline filter, receive real events, ping, rotate the
  * secret, and verify every delivery with the `standardwebhooks` library, with either secret during
- * the overlap. Prints a transcript.
+ * the overlap; then PATCH the hook to a `changes` filter (a deal moved into Won, not a rename), live
+ * through an outage and recover what it missed. Prints a transcript.
  *
  *   BASE=http://127.0.0.1:3000 ADMIN=<admin token> npx tsx scripts/hooks/subscriber-demo.ts
  */
@@ -194,6 +195,90 @@ async function main(): Promise<void> {
   for (const attempt of (deliveries.json as unknown as Array<Record<string, unknown>>).slice(0, 3))
     log(`  ${JSON.stringify(attempt)}`);
   answerStatus = 200;
+
+  log('\n# PATCH: the same hook now hears only deals moved into Won (filter.changes), secret and log kept');
+  const won = sales.stages[1].stage_id as string;
+  const patchBody = {
+    events: ['item.updated'],
+    filter: { pipeline_id: sales.pipeline_id, changes: { stage: { to: won } } },
+  };
+  log(`PATCH /v1/ext/hooks/${hook.hook_id} ${JSON.stringify(patchBody)}`);
+  const patched = await call('PATCH', `/v1/ext/hooks/${hook.hook_id}`, api, patchBody);
+  log(`→ ${patched.status} ${JSON.stringify({ ...patched.json, target_url: '<receiver>' })}`);
+  const seen = inbox.length;
+  const renamed = await call('PATCH', `/v1/ext/items/${item.item_id}`, api, { name: 'Acme renewal 2027' });
+  log(`rename the deal → ${renamed.status} (changes: name)`);
+  const moved = await call('PATCH', `/v1/ext/items/${item.item_id}`, api, { stage_id: won });
+  log(`move it into Won → ${moved.status} (changes: stage)`);
+  await waitFor(() => (inbox.length > seen ? true : undefined), 'the stage move');
+  // A third change, which the filter also leaves out, then a ping: once the ping is here, so is anything else.
+  await call('PATCH', `/v1/ext/items/${item.item_id}`, api, { name: 'Acme renewal 2027 (signed)' });
+  const ping4 = await call('POST', `/v1/ext/hooks/${hook.hook_id}/test`, api);
+  await waitFor(() => inbox.find((request) => request.headers['webhook-id'] === ping4.json.event_id), 'a ping');
+  await sleep(300);
+  const afterPatch = inbox
+    .slice(seen)
+    .map((request) => JSON.parse(request.body))
+    .filter((payload) => payload.type !== 'hook.ping');
+  for (const payload of afterPatch) log(`received ${payload.type} changes=${JSON.stringify(payload.changes)}`);
+  log(`item.updated received: ${afterPatch.length} (the move; neither rename)`);
+
+  log('\n# an outage: the receiver answers 503 while two more deals move into Won');
+  answerStatus = 503;
+  const since = new Date().toISOString();
+  const outageStart = inbox.length;
+  for (const name of ['Globex', 'Initech']) {
+    const deal = (
+      await call('POST', '/v1/ext/items', api, {
+        name,
+        pipeline_id: sales.pipeline_id,
+        stage_id: sales.stages[0].stage_id,
+      })
+    ).json;
+    await call('PATCH', `/v1/ext/items/${deal.item_id}`, api, { stage_id: won });
+  }
+  await waitFor(() => (inbox.length >= outageStart + 2 ? true : undefined), 'two failed attempts');
+  await sleep(300);
+  const failedList = await call('GET', `/v1/ext/hooks/${hook.hook_id}/deliveries?status=pending&since=${since}`, api);
+  log(
+    `GET .../deliveries?status=pending&since=… → ${failedList.status}: ${(
+      failedList.json as unknown as Array<Record<string, unknown>>
+    )
+      .map(
+        (attempt) =>
+          `${String(attempt.event_id)} ${String(attempt.response_status)} next ${String(attempt.next_attempt_at)}`,
+      )
+      .join('; ')}`,
+  );
+
+  log('\n# back up: recover everything the hook missed since the outage began');
+  answerStatus = 200;
+  const recovery = await call('POST', `/v1/ext/hooks/${hook.hook_id}/recover`, api, { since });
+  log(
+    `POST /v1/ext/hooks/${hook.hook_id}/recover {"since":"${since}"} → ${recovery.status} ${JSON.stringify(recovery.json)}`,
+  );
+  const busy = await call('POST', `/v1/ext/hooks/${hook.hook_id}/recover`, api, { since });
+  log(`again while it runs → ${busy.status} ${String(busy.json.code ?? JSON.stringify(busy.json))}`);
+  const failedIds = new Set(inbox.slice(outageStart).map((request) => String(request.headers['webhook-id'])));
+  await waitFor(() => {
+    const delivered = inbox
+      .slice(outageStart + 2)
+      .filter((request) => failedIds.has(String(request.headers['webhook-id'])));
+    return new Set(delivered.map((request) => request.headers['webhook-id'])).size === failedIds.size
+      ? true
+      : undefined;
+  }, 'the recovered deliveries');
+  for (const request of inbox.slice(outageStart + 2)) {
+    const payload = JSON.parse(request.body);
+    log(
+      `received again ${payload.type} sequence=${payload.sequence} webhook-id=${String(request.headers['webhook-id'])}`,
+    );
+  }
+  await sleep(300);
+  const succeeded = await call('GET', `/v1/ext/hooks/${hook.hook_id}/deliveries?status=succeeded&since=${since}`, api);
+  log(
+    `GET .../deliveries?status=succeeded&since=… → ${(succeeded.json as unknown as Array<Record<string, unknown>>).filter((attempt) => attempt.succeeded).length} delivered`,
+  );
 
   const listed = await call('GET', '/v1/ext/hooks', api);
   log(`\nGET /v1/ext/hooks shows a secret: ${JSON.stringify(listed.json).includes('whsec_')}`);

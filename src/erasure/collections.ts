@@ -55,6 +55,7 @@ export const COLLECTIONS: Record<string, CollectionEntry> = {
   api_keys: { holdsNoRecordValues: 'key hashes, names, scopes' },
   hooks: { holdsNoRecordValues: 'subscriptions: target, types, filters (configuration, not record values)' },
   webhook_secrets: { holdsNoRecordValues: 'signing secrets' },
+  hook_recoveries: { holdsNoRecordValues: 'hook recoveries: period, feed positions, counts, status' },
   automations: { holdsNoRecordValues: 'automation rules (configuration)' },
   automation_runs: { holdsNoRecordValues: 'automation, event id, status, error, timestamps' },
   event_sequences: { holdsNoRecordValues: "each company's feed position" },

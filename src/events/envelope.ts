@@ -11,11 +11,18 @@ export const EVENT_TYPES = [
   'item.created',
   'item.updated',
   'item.deleted',
+  'hook.disabled',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 /** The task events automations can be triggered by: the source spec's four (section 9); task.deleted is not one. */
 export const TASK_EVENT_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue'] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPES)[number];
+
+/**
+ * A hook disabled after its deliveries failed for 5 days (DECISIONS.md section 13.2): a company event (in the
+ * feed for keys with hooks:manage, delivered to the company's other hooks subscribed to it), `data` the hook.
+ */
+export const HOOK_DISABLED = 'hook.disabled';
 
 /**
  * The test event of `POST /v1/ext/hooks/{hook_id}/test`: sent to that one hook through the normal

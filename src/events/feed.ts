@@ -7,9 +7,10 @@ import type { FeedWaiters } from './feed-waiters.js';
 import type { EventsRepository } from './repository.js';
 import type { SequencerStore } from './sequencer-store.js';
 
-/** Which scope shows which events (DECISIONS.md section 12.1). */
-function scopeOf(type: EventType): 'tasks:read' | 'items:read' {
-  return type.startsWith('task.') ? 'tasks:read' : 'items:read';
+/** Which scope shows which events (DECISIONS.md sections 12.1 and 13.2: hook events with hooks:manage). */
+function scopeOf(type: EventType): 'tasks:read' | 'items:read' | 'hooks:manage' {
+  if (type.startsWith('task.')) return 'tasks:read';
+  return type.startsWith('hook.') ? 'hooks:manage' : 'items:read';
 }
 
 /** The event types a key may read; 403 when it may read none. */

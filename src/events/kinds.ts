@@ -8,7 +8,14 @@ import type { TaskResponse } from '../tasks/schemas.js';
  */
 export type TaskEventType = Extract<EventType, `task.${string}`>;
 export type ItemEventType = Extract<EventType, `item.${string}`>;
-export type EventDataOf<T extends EventType> = T extends TaskEventType ? TaskResponse : ItemResponse;
+export type HookEventType = Extract<EventType, `hook.${string}`>;
+/** A hook as its subscriber sees it, without its secret (src/hooks/schemas.ts toHookResponse). */
+export type HookEventData = Record<string, unknown> & { hook_id: string };
+export type EventDataOf<T extends EventType> = T extends TaskEventType
+  ? TaskResponse
+  : T extends HookEventType
+    ? HookEventData
+    : ItemResponse;
 
 type EventOf<T extends EventType> = T extends EventType
   ? Omit<EventEnvelope, 'type' | 'data'> & { type: T; data: EventDataOf<T> }
@@ -35,7 +42,8 @@ export function buildCompanyEvent<T extends EventType>(
   data: EventDataOf<T>,
   options: EventOptions,
 ): EventOf<T> {
-  const cappable = type.startsWith('task.') ? taskCappable : itemCappable;
+  // A hook event carries no value that could be large (its target_url is at most 2,000 characters).
+  const cappable = type.startsWith('task.') ? taskCappable : type.startsWith('hook.') ? () => false : itemCappable;
   return buildEvent(type, companyId, data, { ...options, cappable }) as EventOf<T>;
 }
 

@@ -37,7 +37,7 @@ export function eventBytes(events: EventEnvelope[]): number {
 }
 
 /** The collections whose documents carry an outbox; the relay and the metrics go through this list. */
-export const OUTBOX_COLLECTIONS = ['items', 'tasks'] as const;
+export const OUTBOX_COLLECTIONS = ['items', 'tasks', 'hooks'] as const;
 export type OutboxCollection = (typeof OUTBOX_COLLECTIONS)[number];
 
 /** Declared by the repository of each collection in OUTBOX_COLLECTIONS. */

@@ -67,8 +67,12 @@ export interface ConsumerFinished {
 }
 
 function resourceIdOf(event: EventEnvelope): string | null {
-  const data = event.data as { task_id?: unknown; item_id?: unknown };
-  const id = event.type.startsWith('task.') ? data.task_id : data.item_id;
+  const data = event.data as { task_id?: unknown; item_id?: unknown; hook_id?: unknown };
+  const id = event.type.startsWith('task.')
+    ? data.task_id
+    : event.type.startsWith('hook.')
+      ? data.hook_id
+      : data.item_id;
   return typeof id === 'string' ? id : null;
 }
 
@@ -326,6 +330,29 @@ export class EventsRepository {
       .find<Pick<EventDoc, '_id' | 'event' | 'sequence'>>(query, { projection: { event: 1, sequence: 1 } })
       .sort({ sequence: 1 })
       .limit(limit);
+  }
+
+  /**
+   * A hook recovery's next events (DECISIONS.md 13.2): the company's events after `afterSequence` up to `upto`
+   * (readable when the recovery started), that occurred in [since, until), of these types (all when absent), in
+   * sequence order; served by the `feed` index.
+   */
+  recoveryPage(
+    companyId: string,
+    range: { afterSequence: number; upto: number; since: Date; until: Date; types?: EventType[] },
+    limit: number,
+  ): Promise<Array<Pick<EventDoc, '_id' | 'event' | 'sequence'>>> {
+    const query: Filter<EventDoc> = {
+      company_id: companyId,
+      sequence: { $gt: range.afterSequence, $lte: range.upto },
+      occurred_at: { $gte: range.since, $lt: range.until },
+      ...(range.types ? { type: { $in: range.types } } : {}),
+    };
+    return this.events
+      .find<Pick<EventDoc, '_id' | 'event' | 'sequence'>>(query, { projection: { event: 1, sequence: 1 } })
+      .sort({ sequence: 1 })
+      .limit(limit)
+      .toArray();
   }
 
   /** One readable event: sequenced (events without a sequence are not readable) and within retention. */

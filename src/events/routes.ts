@@ -5,13 +5,14 @@ import { feedEventSchema, listEventsQuery } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const tags = ['events'];
-const SCOPES = 'Needs tasks:read (task.* events) or items:read (item.* events); a key sees the kinds its scopes allow.';
+const SCOPES =
+  'Needs tasks:read (task.* events), items:read (item.* events) or hooks:manage (hook.disabled); a key sees the kinds its scopes allow.';
 
 export const eventsRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/events',
     {
-      config: { anyScope: ['tasks:read', 'items:read'] },
+      config: { anyScope: ['tasks:read', 'items:read', 'hooks:manage'] },
       schema: {
         tags,
         summary: 'Read the change feed: events in sequence order from a position (see x-next-cursor)',
@@ -38,7 +39,7 @@ export const eventsRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/events/:event_id',
     {
-      config: { anyScope: ['tasks:read', 'items:read'] },
+      config: { anyScope: ['tasks:read', 'items:read', 'hooks:manage'] },
       schema: {
         tags,
         summary: 'Get one event (404 once it is older than the retention)',

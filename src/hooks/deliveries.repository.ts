@@ -1,7 +1,7 @@
 import { type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import { HOOK_PING, type WebhookEnvelope, type WebhookEventType } from '../events/envelope.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
-import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
+import { duplicateKeyIndexes } from '../shared/mongo.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
 
@@ -38,6 +38,15 @@ export interface DeliveryDoc {
   event_type: WebhookEventType;
   /** Absent on a record whose attempts have all succeeded: the event is in `events` (see keepsEnvelope). */
   event?: WebhookEnvelope;
+  /**
+   * Where the delivery stands (DECISIONS.md 13.2): its latest attempt succeeded, failed with none to follow,
+   * or an attempt is due or scheduled. Absent only on records older than the field, until the start-up migration.
+   */
+  status?: DeliveryStatus;
+  /** When an attempt first succeeded, on a record whose status may have changed since (a failed redelivery). */
+  delivered_at?: Date;
+  /** The hook recovery that scheduled the next attempt, until that attempt is made or skipped (recovery.ts). */
+  recovery_pending?: string;
   /** The latest attempts of this delivery, oldest first (capped). */
   attempts: StoredAttempt[];
   /** When the next attempt is due (null or absent when none will follow), and the job that makes it. */
@@ -53,6 +62,32 @@ export interface DeliveryDoc {
   updated_at: Date;
 }
 
+export const DELIVERY_STATUSES = ['succeeded', 'failed', 'pending'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** What the deliveries list may be narrowed to: a status, and when the latest attempt was made. */
+export interface DeliveriesQuery {
+  status?: DeliveryStatus;
+  since?: Date;
+  until?: Date;
+}
+
+/** A delivery's status after an attempt. */
+export function statusAfter(attempt: Pick<DeliveryAttempt, 'succeeded' | 'next_retry_at'>): DeliveryStatus {
+  if (attempt.succeeded) return 'succeeded';
+  return attempt.next_retry_at ? 'pending' : 'failed';
+}
+
+/** A delivery handed to the `deliveries` queue before its attempt (recordScheduled). */
+export interface ScheduledRecord {
+  key: string;
+  target: DeliveryTarget;
+  event: WebhookEnvelope;
+  job: DeliveryJob & { id: string };
+  /** The hook recovery this attempt is part of (recovery.ts waits for it). */
+  recovery?: string;
+}
+
 export type DeliveryTarget = { hook_id: string; automation_id: null } | { hook_id: null; automation_id: string };
 /** One attempt of one delivery: `key` is the delivery record's id. */
 export interface AttemptRecord {
@@ -65,6 +100,9 @@ export interface AttemptRecord {
 }
 
 export type ListedAttempt = DeliveryAttempt & { event_id: string; event_type: WebhookEventType };
+
+/** The index the deliveries list by status is served from. */
+export const HOOK_STATUS_INDEX = 'hook_status';
 
 /** Attempts kept per delivery (retries plus redeliveries); history per hook is bounded by the list limit and the TTL. */
 const ATTEMPTS_PER_DELIVERY = 50;
@@ -101,7 +139,34 @@ export class DeliveriesRepository {
       { key: { next_attempt_at: 1, _id: 1 }, name: 'next_attempt', migratable: true },
       // Erasure finds the deliveries of a record's events by event (docs/erasure.md).
       { key: { company_id: 1, event_id: 1 }, name: 'event', migratable: true },
-    ]);
+      // The deliveries list by status (DECISIONS.md 13.2), newest latest attempt first.
+      {
+        key: { company_id: 1, hook_id: 1, status: 1, updated_at: -1, _id: -1 },
+        name: HOOK_STATUS_INDEX,
+        migratable: true,
+      },
+    ]).then(async (rebuilt) => {
+      await DeliveriesRepository.migrateStatuses(db.collection<DeliveryDoc>('deliveries'));
+      return rebuilt;
+    });
+  }
+
+  /**
+   * Records stored before `status` get theirs (once; a no-op after): due ones are pending, records without an
+   * envelope are delivered first attempts (keepsEnvelope), the rest take their latest attempt's outcome.
+   */
+  private static async migrateStatuses(deliveries: Collection<DeliveryDoc>): Promise<void> {
+    const unmarked = { status: { $exists: false } };
+    await deliveries.updateMany({ ...unmarked, next_attempt_at: { $type: 'date' } }, { $set: { status: 'pending' } });
+    await deliveries.updateMany({ ...unmarked, event: { $exists: false } }, { $set: { status: 'succeeded' } });
+    const rest = deliveries.find(unmarked, { projection: { attempts: { $slice: -1 }, company_id: 1 } });
+    for await (const doc of rest) {
+      const last = doc.attempts.at(-1);
+      await deliveries.updateOne(
+        { company_id: doc.company_id, _id: doc._id, ...unmarked },
+        { $set: { status: last?.succeeded ? 'succeeded' : 'failed' } },
+      );
+    }
   }
 
   /**
@@ -172,42 +237,49 @@ export class DeliveriesRepository {
    * recorded as due now, so the reconciler schedules it again if Redis loses the job. Attempts
    * already made, if any, stay as they are; the next one recorded sets the due time again.
    */
-  async recordScheduled(record: {
-    key: string;
-    target: DeliveryTarget;
-    event: WebhookEnvelope;
-    job: DeliveryJob & { id: string };
-  }): Promise<void> {
-    const { key, target, event, job } = record;
+  async recordScheduled(record: ScheduledRecord): Promise<void> {
+    await this.recordScheduledMany([record]);
+  }
+
+  /** recordScheduled for several deliveries in one round trip (a recovery hands its deliveries over together). */
+  async recordScheduledMany(records: ScheduledRecord[]): Promise<void> {
+    if (records.length === 0) return;
     const now = new Date();
     const write = () =>
-      this.deliveries.updateOne(
-        { company_id: event.company_id, _id: key },
-        {
-          $setOnInsert: {
-            ...target,
-            event_id: event.event_id,
-            event_type: event.type,
-            attempts: [],
-            created_at: now,
-            updated_at: now,
+      this.deliveries.bulkWrite(
+        records.map(({ key, target, event, job, recovery }) => ({
+          updateOne: {
+            filter: { company_id: event.company_id, _id: key },
+            update: {
+              $setOnInsert: {
+                ...target,
+                event_id: event.event_id,
+                event_type: event.type,
+                attempts: [],
+                created_at: now,
+                updated_at: now,
+              },
+              // The envelope also on a record of delivered attempts (which has none): this attempt is sent from it.
+              $set: {
+                event,
+                next_attempt_at: now,
+                job_id: job.id,
+                target: job.target,
+                attempts_made: job.attempts_before ?? 0,
+                status: 'pending' as const,
+                ...(recovery ? { recovery_pending: recovery } : {}),
+              },
+            },
+            upsert: true,
           },
-          // The envelope also on a record of delivered attempts (which has none): this attempt is sent from it.
-          $set: {
-            event,
-            next_attempt_at: now,
-            job_id: job.id,
-            target: job.target,
-            attempts_made: job.attempts_before ?? 0,
-          },
-        },
-        { upsert: true },
+        })),
+        { ordered: false },
       );
     try {
       await write();
     } catch (error) {
       // Lost a first-insert race with an attempt of the same delivery (see recordAttempts): it matches now.
-      if (!isDuplicateKeyError(error)) throw error;
+      if (!duplicateKeyIndexes(error)) throw error;
       await write();
     }
   }
@@ -220,12 +292,13 @@ export class DeliveriesRepository {
    * The hook's latest attempts, newest first. Each of the `limit` most recently attempted deliveries
    * holds at least one of the `limit` newest attempts, so reading those deliveries is enough.
    */
-  async recentAttempts(companyId: string, hookId: string, limit: number): Promise<ListedAttempt[]> {
-    const docs = await this.deliveries
-      .find({ company_id: companyId, hook_id: hookId }, { projection: { event: 0 } })
-      .sort({ updated_at: -1, _id: -1 })
-      .limit(limit)
-      .toArray();
+  async recentAttempts(
+    companyId: string,
+    hookId: string,
+    limit: number,
+    query: DeliveriesQuery = {},
+  ): Promise<ListedAttempt[]> {
+    const docs = await this.recentCursor(companyId, hookId, query, limit).toArray();
     return docs
       .flatMap((doc) =>
         doc.attempts.map((attempt) => ({
@@ -238,6 +311,26 @@ export class DeliveriesRepository {
       )
       .sort((a, b) => b.attempted_at.getTime() - a.attempted_at.getTime() || b.attempt - a.attempt)
       .slice(0, limit);
+  }
+
+  /**
+   * The hook's deliveries, most recently attempted first; with a status, from HOOK_STATUS_INDEX; `since` and
+   * `until` bound the latest attempt ([since, until)).
+   */
+  recentCursor(companyId: string, hookId: string, query: DeliveriesQuery, limit: number) {
+    const attempted: { $gte?: Date; $lt?: Date } = {};
+    if (query.since) attempted.$gte = query.since;
+    if (query.until) attempted.$lt = query.until;
+    const filter: Filter<DeliveryDoc> = {
+      company_id: companyId,
+      hook_id: hookId,
+      ...(query.status ? { status: query.status } : {}),
+      ...(query.since || query.until ? { updated_at: attempted } : {}),
+    };
+    return this.deliveries
+      .find(filter, { projection: { event: 0 } })
+      .sort({ updated_at: -1, _id: -1 })
+      .limit(limit);
   }
 
   /**
@@ -288,9 +381,70 @@ export class DeliveriesRepository {
     };
   }
 
+  /**
+   * Of these deliveries (record ids), what a recovery needs to know: whether an attempt ever succeeded, and the
+   * job and attempt count of the last one scheduled. Records that do not exist (never attempted) are absent.
+   */
+  async recoveryStates(
+    companyId: string,
+    keys: string[],
+  ): Promise<Map<string, { succeeded: boolean; jobId?: string; attemptsMade: number }>> {
+    if (keys.length === 0) return new Map();
+    const docs = await this.deliveries
+      .find(
+        { company_id: companyId, _id: { $in: keys } },
+        { projection: { status: 1, delivered_at: 1, attempts: 1, job_id: 1, attempts_made: 1 } },
+      )
+      .toArray();
+    return new Map(
+      docs.map((doc) => [
+        doc._id,
+        {
+          succeeded: hasSucceeded(doc),
+          ...(doc.job_id ? { jobId: doc.job_id } : {}),
+          attemptsMade: doc.attempts_made ?? doc.attempts.length,
+        },
+      ]),
+    );
+  }
+
+  /** Whether an attempt of this delivery has ever succeeded (a recovery or a retry then sends nothing). */
+  async succeeded(companyId: string, key: string): Promise<boolean> {
+    const doc = await this.deliveries.findOne(
+      { company_id: companyId, _id: key },
+      { projection: { status: 1, delivered_at: 1, attempts: 1 } },
+    );
+    return doc !== null && hasSucceeded(doc);
+  }
+
+  /** Of these deliveries, those whose attempt scheduled by the recovery has not been made yet. */
+  async awaitingRecovery(companyId: string, keys: string[], recoveryId: string): Promise<Set<string>> {
+    if (keys.length === 0) return new Set();
+    const docs = await this.deliveries
+      .find({ company_id: companyId, _id: { $in: keys }, recovery_pending: recoveryId }, { projection: { _id: 1 } })
+      .toArray();
+    return new Set(docs.map((doc) => doc._id));
+  }
+
+  /**
+   * A scheduled attempt that was not made (the delivery had succeeded meanwhile, or its hook is disabled): the
+   * record shows what it is now, and no recovery waits for it.
+   */
+  async attemptSkipped(companyId: string, key: string, status: DeliveryStatus): Promise<void> {
+    await this.deliveries.updateOne(
+      { company_id: companyId, _id: key },
+      { $set: { status, next_attempt_at: null }, $unset: { recovery_pending: '' } },
+    );
+  }
+
   async deleteForHook(companyId: string, hookId: string): Promise<void> {
     await this.deliveries.deleteMany({ company_id: companyId, hook_id: hookId });
   }
+}
+
+/** Succeeded now, or once before (a later attempt, such as a failed redelivery, may have changed the status). */
+function hasSucceeded(doc: Pick<DeliveryDoc, 'status' | 'delivered_at' | 'attempts'>): boolean {
+  return doc.status === 'succeeded' || doc.delivered_at !== undefined || doc.attempts.some((a) => a.succeeded);
 }
 
 /**
@@ -308,6 +462,8 @@ function startedDelivery(record: AttemptRecord): DeliveryDoc {
     event_type: event.type,
     event,
     attempts: [attempt],
+    status: statusAfter(attempt),
+    ...(attempt.succeeded ? { delivered_at: attempt.attempted_at } : {}),
     next_attempt_at: attempt.next_retry_at,
     job_id: job.id,
     target: job.target,
@@ -320,8 +476,9 @@ function startedDelivery(record: AttemptRecord): DeliveryDoc {
 /**
  * A delivered first attempt, most of what the hooks worker writes, as a record of what it needs: nothing is due
  * (no next attempt, job or target to schedule it: dueAttempts skips it), no envelope (keepsEnvelope), and no null
- * or empty fields; the attempt reads back whole (recentAttempts). 357 bytes of BSON instead of 612, and 7
- * top-level fields instead of 13, for the driver to size and serialize.
+ * or empty fields; the attempt reads back whole (recentAttempts). 379 bytes of BSON instead of 612, and 8
+ * top-level fields instead of 13 (`status` included, for the deliveries list's index), for the driver to size
+ * and serialize.
  */
 function deliveredRecord({ key, target, event, attempt }: AttemptRecord): DeliveryDoc {
   // A delivered attempt's error and next_retry_at are null; its answer is kept when it said anything.
@@ -333,6 +490,8 @@ function deliveredRecord({ key, target, event, attempt }: AttemptRecord): Delive
     event_id: event.event_id,
     event_type: event.type,
     attempts: [response_body ? { ...kept, response_body } : kept],
+    // No delivered_at: the succeeded attempt itself says so should a later one (a redelivery) change the status.
+    status: 'succeeded',
     updated_at: attempt.attempted_at,
   };
 }
@@ -357,7 +516,11 @@ function attemptUpsert({ key, target, event, attempt, job }: AttemptRecord): Any
           job_id: job.id,
           target: job.target,
           attempts_made: attempt.attempt,
+          status: statusAfter(attempt),
+          ...(attempt.succeeded ? { delivered_at: attempt.attempted_at } : {}),
         },
+        // The recovery that scheduled this attempt has it made (recovery.ts).
+        $unset: { recovery_pending: '' },
         $push: { attempts: { $each: [attempt], $slice: -ATTEMPTS_PER_DELIVERY } },
       },
       upsert: true,

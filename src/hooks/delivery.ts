@@ -1,4 +1,5 @@
 import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
+import { hookDisabledEvent } from './hook-events.js';
 import { disabledState, type HookDoc, type HooksRepository } from './repository.js';
 import { DISABLE_AFTER_FAILING_MS, retryDelay, type RetryPolicy } from './retry-policy.js';
 import { signedHeaders, signingSecrets, webhookBody } from './signing.js';
@@ -35,6 +36,8 @@ interface Target {
   /** The hook has failed since its last success (so a success must reset that). */
   failing: boolean;
   owner: DeliveryTarget;
+  /** The hook as read for this attempt: what its hook.disabled event shows should this failure disable it. */
+  hook?: HookDoc;
 }
 
 /** Where a delivery goes; `hook` is the hook as the fan-out just read it, which saves reading it again. */
@@ -77,20 +80,30 @@ async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: D
     key: hookDeliveryKey(hook._id, event.event_id),
     failing: hook.failing_since !== null,
     owner: { hook_id: hook._id, automation_id: null },
+    hook,
   };
 }
 
 /** After a failed attempt: disable a hook failing for 5 days, give up after `maxAttempts`, else retry later. */
 async function afterFailure(
   job: DeliveryJob,
-  hookId: string | null,
+  hook: HookDoc | undefined,
   attempt: number,
   result: SendResult,
   at: { attemptedAt: Date; answeredAt: Date },
   deps: DeliveryDeps,
 ): Promise<DeliveryOutcome> {
   const disableIfFailingSince = new Date(at.attemptedAt.getTime() - DISABLE_AFTER_FAILING_MS);
-  if (hookId && (await deps.hooks.recordFailure(job.event.company_id, hookId, at.attemptedAt, disableIfFailingSince))) {
+  if (
+    hook &&
+    (await deps.hooks.recordFailure(
+      job.event.company_id,
+      hook._id,
+      at.attemptedAt,
+      disableIfFailingSince,
+      hookDisabledEvent(hook, at.attemptedAt),
+    ))
+  ) {
     return { outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries' };
   }
   if (attempt >= deps.retry.maxAttempts) return { outcome: 'gave_up', reason: 'attempts exhausted' };
@@ -154,7 +167,7 @@ export async function deliverWebhook(
   } else if (statusCode === 410) {
     decision = { outcome: 'gave_up', reason: 'gone' }; // an automation's receiver: stop this delivery
   } else {
-    decision = await afterFailure(job, hookId, context.attempt, result, { attemptedAt, answeredAt }, deps);
+    decision = await afterFailure(job, target.hook, context.attempt, result, { attemptedAt, answeredAt }, deps);
   }
 
   const error: DeliveryError | null = result.kind === 'error' ? result.error : succeeded ? null : 'http_status';

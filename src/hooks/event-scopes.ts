@@ -3,8 +3,8 @@ import type { HookEvent } from './repository.js';
 
 /**
  * The read scopes a hook's event type needs besides `hooks:manage` (DECISIONS.md section 13.4, the events
- * feed's rule of 12.1): a hook must not deliver what its key could not read. Other types (`hook.ping`, ...)
- * need none.
+ * feed's rule of 12.1): a hook must not deliver what its key could not read. Other types (`hook.disabled`)
+ * need none besides hooks:manage, which subscribing needs anyway.
  */
 export function readScopesOf(type: HookEvent): Scope[] {
   if (type === '*') return ['tasks:read', 'items:read'];

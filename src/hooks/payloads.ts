@@ -13,6 +13,7 @@ import {
 import { responseJsonSchema } from '../http/serializer.js';
 import { itemSchema } from '../items/schemas.js';
 import { TASK_COMPLETED_EXAMPLE, TASK_EXAMPLE, taskSchema } from '../tasks/schemas.js';
+import { hookSchema } from './schemas.js';
 
 /**
  * One schema per event type a webhook can carry (DECISIONS.md section 12.2): the envelope of section
@@ -42,13 +43,17 @@ const eventTaskSchema = taskSchema
 
 const pingDataSchema = z.object({ hook_id: z.string().describe('The hook the ping was sent to') });
 
-type DataKind = 'task' | 'item' | 'ping';
-const kindOf = (type: WebhookEventType): DataKind =>
-  type === HOOK_PING ? 'ping' : type.startsWith('task.') ? 'task' : 'item';
-const DATA_SCHEMAS = { task: eventTaskSchema, item: eventItemSchema, ping: pingDataSchema } as const;
+type DataKind = 'task' | 'item' | 'hook' | 'ping';
+const kindOf = (type: WebhookEventType): DataKind => {
+  if (type === HOOK_PING) return 'ping';
+  if (type.startsWith('task.')) return 'task';
+  return type.startsWith('hook.') ? 'hook' : 'item';
+};
+const DATA_SCHEMAS = { task: eventTaskSchema, item: eventItemSchema, hook: hookSchema, ping: pingDataSchema } as const;
 const DATA_DESCRIPTIONS: Record<DataKind, string> = {
   task: 'The task as the API shows it, after the change (as it was, for task.deleted)',
   item: 'The item as the API shows it, after the change (as it was, for item.deleted)',
+  hook: 'The hook as GET /v1/ext/hooks shows it (never its secret), disabled: enabled false, disabled_reason failing',
   ping: 'Which hook was tested',
 };
 
@@ -69,6 +74,14 @@ const EXAMPLE_DATA: Record<WebhookEventType, { data: Record<string, unknown>; ch
     changes: { stage: { from: 'stg_6740b7a1c2d3e4f5a6b7c8d1', to: 'stg_6740b7a1c2d3e4f5a6b7c8d2' } },
   },
   'item.deleted': { data: itemExample },
+  'hook.disabled': {
+    data: {
+      ...(hookSchema.meta()?.example as Record<string, unknown>),
+      enabled: false,
+      disabled_reason: 'failing',
+      disabled_at: '2026-11-25T08:30:00.000Z',
+    },
+  },
   'hook.ping': { data: { hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9' } },
 };
 

@@ -1,8 +1,11 @@
 import { MongoServerError, type Collection, type Db, type FindCursor } from 'mongodb';
+import { moveOutboxes, OUTBOX_INDEX, outboxOnUpdate, type OutboxFields } from '../events/outbox.js';
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
+import { passesChangeFilter, type ChangeCondition } from './change-filter.js';
 import type { EventEnvelope, EventType } from '../events/envelope.js';
+import type { EventsRepository } from '../events/repository.js';
 
 /** An event type, or `*` for every type. */
 export type HookEvent = EventType | '*';
@@ -13,9 +16,11 @@ export interface HookFilter {
   pipeline_id?: string;
   /** Leave out events these API keys of the company caused (a two-way sync's own echo, section 13.1). */
   exclude_actors?: string[];
+  /** Only `*.updated` events whose `changes` have one of these fields (and values): change-filter.ts. */
+  changes?: ChangeCondition[];
 }
 
-export interface HookDoc {
+export interface HookDoc extends OutboxFields {
   _id: string;
   company_id: string;
   target_url: string;
@@ -132,6 +137,8 @@ export class HooksRepository {
     db: Db,
     private readonly changes?: ChangeAnnouncer,
     private readonly itemPipeline: ItemPipelineLookup = async () => null,
+    /** Where the hook.disabled events in a hook's outbox are moved to at once (the relay moves what is left). */
+    private readonly eventStore?: EventsRepository,
   ) {
     this.hooks = db.collection<HookDoc>('hooks');
     this.matchingByCompany = new AnnouncedCache(changes);
@@ -179,6 +186,8 @@ export class HooksRepository {
         unique: true,
         partialFilterExpression: { slot: { $type: 'number' } },
       },
+      // hook.disabled events wait in the hook's own outbox until they are in `events` (the relay's scan).
+      { ...OUTBOX_INDEX, migratable: true },
     ]);
     await HooksRepository.migrateCreators(hooks);
     await HooksRepository.migrateSlots(hooks);
@@ -296,7 +305,9 @@ export class HooksRepository {
    * The hooks an event fans out to: enabled, subscribed to its type or to `*` (index `company_events`,
    * so only those are read), and whose filter, if any, it passes; in creation order.
    */
-  async enabledFor(event: Pick<EventEnvelope, 'company_id' | 'type' | 'data' | 'actor'>): Promise<HookDoc[]> {
+  async enabledFor(
+    event: Pick<EventEnvelope, 'company_id' | 'type' | 'data' | 'actor' | 'changes'>,
+  ): Promise<HookDoc[]> {
     const companyId = event.company_id;
     const byType = await this.matchingByCompany.get(companyId, async () => new Map());
     let matching = byType.get(event.type);
@@ -308,12 +319,31 @@ export class HooksRepository {
     // A hook whose creating key has expired is disabled from that moment on (its stored state cannot say so).
     const now = new Date();
     const causedBy = event.actor?.type === 'api_key' ? event.actor.id : undefined;
+    // filter.changes is judged from the event's own `changes`: no read (DECISIONS.md section 13.2).
     const hooks = (await matching).filter(
-      (hook) => !disabledState(hook, now) && !(causedBy && hook.filter?.exclude_actors?.includes(causedBy)),
+      (hook) =>
+        !disabledState(hook, now) &&
+        !(causedBy && hook.filter?.exclude_actors?.includes(causedBy)) &&
+        passesChangeFilter(hook.filter?.changes, event),
     );
-    if (!hooks.some((hook) => hook.filter?.pipeline_id)) return hooks;
+    // A pipeline filter judges task and item events; a hook event (hook.disabled) belongs to no pipeline.
+    if (event.type.startsWith('hook.') || !hooks.some((hook) => hook.filter?.pipeline_id)) return hooks;
     const pipelineId = await this.pipelineOfEvent(event);
     return hooks.filter((hook) => !hook.filter?.pipeline_id || hook.filter.pipeline_id === pipelineId);
+  }
+
+  /**
+   * Whether the hook's types and filter take the event, as the fan-out judges it (enabledFor), for one hook
+   * and one event: what a recovery sends again (recovery.ts). Whether the hook is enabled is not judged here.
+   */
+  async takes(hook: HookDoc, event: EventEnvelope): Promise<boolean> {
+    const types = eventsOf(hook);
+    if (!types.includes('*') && !types.includes(event.type)) return false;
+    const causedBy = event.actor?.type === 'api_key' ? event.actor.id : undefined;
+    if (causedBy && hook.filter?.exclude_actors?.includes(causedBy)) return false;
+    if (!passesChangeFilter(hook.filter?.changes, event)) return false;
+    if (!hook.filter?.pipeline_id || event.type.startsWith('hook.')) return true;
+    return (await this.pipelineOfEvent(event)) === hook.filter.pipeline_id;
   }
 
   /** The enabled hooks of a company subscribed to `type` or `*`, in creation order: served by HOOK_EVENTS_INDEX. */
@@ -437,17 +467,36 @@ export class HooksRepository {
     if (reset.modifiedCount > 0) await this.announce(companyId);
   }
 
-  /** Notes a failed attempt; returns true when this failure disabled the hook (failing since `disableIfFailingSince` or earlier). */
-  async recordFailure(companyId: string, hookId: string, now: Date, disableIfFailingSince: Date): Promise<boolean> {
+  /**
+   * Notes a failed attempt; returns true when this failure disabled the hook (failing since
+   * `disableIfFailingSince` or earlier). The disabling write carries `disabledEvent` (hook.disabled, DECISIONS.md
+   * 13.2) in the hook's outbox, so the hook is never disabled without its event; it is moved to `events` at once
+   * (the relay moves it should that fail).
+   */
+  async recordFailure(
+    companyId: string,
+    hookId: string,
+    now: Date,
+    disableIfFailingSince: Date,
+    disabledEvent?: EventEnvelope,
+  ): Promise<boolean> {
     const started = await this.hooks.updateOne(
       { company_id: companyId, _id: hookId, failing_since: null },
       { $set: { failing_since: now } },
     );
+    const outbox = disabledEvent ? outboxOnUpdate([disabledEvent]) : undefined;
     const disabled = await this.hooks.updateOne(
       { company_id: companyId, _id: hookId, disabled_at: null, failing_since: { $lte: disableIfFailingSince } },
-      { $set: { disabled_at: now, disabled_reason: 'failing' } },
+      {
+        $set: { disabled_at: now, disabled_reason: 'failing', ...outbox?.$set },
+        ...(outbox ? { $push: outbox.$push, $inc: outbox.$inc } : {}),
+      },
     );
     if (started.modifiedCount > 0 || disabled.modifiedCount > 0) await this.announce(companyId);
+    if (disabled.modifiedCount === 1 && disabledEvent && this.eventStore) {
+      const pending = { _id: hookId, company_id: companyId, pending_events: [disabledEvent] };
+      await moveOutboxes(this.hooks as never, [pending as never], this.eventStore).catch(() => {});
+    }
     return disabled.modifiedCount === 1;
   }
 }

@@ -7,9 +7,12 @@ import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagin
 import {
   createdHookSchema,
   createHookBody,
+  deliveriesQuery,
   deliveryAttemptSchema,
   hookPingSchema,
   hookSchema,
+  recoverBody,
+  recoverySchema,
   redeliverySchema,
   rotatedSecretSchema,
   toHookResponse,
@@ -32,7 +35,7 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
         referenceProblems: async (request) =>
           hooks.referenceProblems(
             authOf(request).companyId,
-            wellFormedFields(createHookBody, request.body, ['target_url', 'filter']),
+            wellFormedFields(createHookBody, request.body, ['target_url', 'filter', 'event', 'events']),
           ),
       },
       schema: {
@@ -143,12 +146,33 @@ export const hooksRoutes: FastifyPluginAsyncZod = async (app) => {
       config: { scope: 'hooks:manage', deprecation: DELIVERY_FIELDS_DEPRECATION },
       schema: {
         tags,
-        summary: 'Latest delivery attempts of a hook, newest first (at most 100)',
+        summary: 'Latest delivery attempts of a hook, newest first (at most 100); by status and period',
+        description:
+          'Each event sent to the hook is one delivery with its attempts. status narrows the list to deliveries whose latest attempt succeeded, that failed with no attempt to follow (`failed`: what POST .../recover sends again), or that wait for an attempt (`pending`); since and until (ISO 8601) to deliveries whose latest attempt was in [since, until). since after until is 400 naming since.',
         params: hookParams,
+        querystring: deliveriesQuery,
         response: { 200: z.array(deliveryAttemptSchema) },
       },
     },
-    async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id),
+    async (request) => hooks.recentAttempts(authOf(request), request.params.hook_id, request.query),
+  );
+
+  app.post(
+    '/hooks/:hook_id/recover',
+    {
+      config: { scope: 'hooks:manage' },
+      schema: {
+        tags,
+        summary: 'Send again every event of a period that the hook did not receive',
+        description:
+          "Every event of the company that the hook takes (its types and filter), that occurred in [since, until) within retention (EVENTS_RETENTION_DAYS), and whose delivery to this hook has not succeeded (failed, or never attempted) is sent again, in sequence order, as a new attempt through the normal delivery (same webhook-id, the hook's in-flight limit, the retry schedule, listed in the deliveries). Answers 202 with how many; a delivery that succeeds meanwhile is not sent again. One recovery per hook at a time: 409 recovery_in_progress. A disabled hook is re-enabled (not one whose key was revoked: 400). since before retention, or not before until: 400 naming since.",
+        params: hookParams,
+        body: recoverBody,
+        response: { 202: recoverySchema },
+      },
+    },
+    async (request, reply) =>
+      reply.code(202).send(await hooks.recover(authOf(request), request.params.hook_id, request.body)),
   );
 
   app.post(

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../events/envelope.js';
-import { isoTimestampOutput, toIso } from '../shared/time.js';
+import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
+import { conditionsToOutput, MAX_CHANGE_FIELDS, type ChangeCondition } from './change-filter.js';
+import { DELIVERY_STATUSES, type ListedAttempt } from './deliveries.repository.js';
 import {
   disabledState,
   eventsOf,
@@ -10,7 +12,6 @@ import {
   type HookFilter,
 } from './repository.js';
 import { DELIVERY_ERRORS, KEPT_RESPONSE_BYTES, type DeliveryError } from './sender.js';
-import type { ListedAttempt } from './deliveries.repository.js';
 
 export const HOOK_EVENTS = [...EVENT_TYPES, '*'] as const;
 
@@ -47,10 +48,30 @@ const hookFilter = z
       .max(MAX_EXCLUDED_ACTORS)
       .optional()
       .describe("Leave out events these API keys (key_ids of the company) caused: a two-way sync's own echo"),
+    changes: z
+      .record(
+        z.string().min(1).max(100),
+        z.strictObject({
+          from: z.unknown().optional().describe('The value before the change'),
+          to: z.unknown().optional().describe('The value after the change'),
+        }),
+      )
+      .refine((changes) => Object.keys(changes).length >= 1, 'name at least one field')
+      .refine((changes) => Object.keys(changes).length <= MAX_CHANGE_FIELDS, `at most ${MAX_CHANGE_FIELDS} fields`)
+      .optional()
+      .describe(
+        'Only *.updated events whose `changes` has one of these fields (with these `from`/`to` values when given); ' +
+          'other event types pass. Field names as `changes` reports them: task fields for task.updated, item fields ' +
+          '(`stage`, `status`, `name`, ...) and custom fields by name for item.updated. Example: { "stage": { "to": "<stage_id>" } }',
+      ),
   })
   .superRefine((filter, ctx) => {
-    if (filter.pipeline_id === undefined && filter.exclude_actors === undefined)
-      ctx.addIssue({ code: 'custom', path: ['pipeline_id'], message: 'give pipeline_id, exclude_actors or both' });
+    if (filter.pipeline_id === undefined && filter.exclude_actors === undefined && filter.changes === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pipeline_id'],
+        message: 'give at least one of pipeline_id, exclude_actors, changes',
+      });
   })
   .describe('Which events of the subscribed types are delivered');
 
@@ -133,7 +154,10 @@ export const createHookBody = z
     example: {
       target_url: 'https://hooks.example.com/pipeline-records',
       events: ['task.created', 'task.completed'],
-      filter: { pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d2' },
+      filter: {
+        pipeline_id: 'pip_6740b7a1c2d3e4f5a6b7c8d2',
+        changes: { stage: { to: 'stg_6740b7a1c2d3e4f5a6b7c8d4' } },
+      },
     },
   });
 
@@ -268,6 +292,68 @@ export const deliveryAttemptSchema = z
     },
   });
 
+/** GET /v1/ext/hooks/{hook_id}/deliveries (DECISIONS.md 13.2). */
+export const deliveriesQuery = z
+  .strictObject({
+    status: z
+      .enum(DELIVERY_STATUSES)
+      .optional()
+      .describe(
+        'Only deliveries (one per event) whose latest attempt succeeded, failed with none to follow (the retries ran out, or the hook was disabled), or that wait for an attempt (`pending`)',
+      ),
+    since: isoTimestampInput.optional().describe('Only deliveries whose latest attempt was at or after this time'),
+    until: isoTimestampInput.optional().describe('Only deliveries whose latest attempt was before this time'),
+  })
+  .superRefine((query, ctx) => {
+    // Runs also when a timestamp failed its own check (zod's checks do not abort): judged only when both are dates.
+    if (query.since instanceof Date && query.until instanceof Date && query.since.getTime() > query.until.getTime())
+      ctx.addIssue({ code: 'custom', path: ['since'], message: 'is after until' });
+  });
+
+export type DeliveriesQueryInput = z.infer<typeof deliveriesQuery>;
+
+/** POST /v1/ext/hooks/{hook_id}/recover (DECISIONS.md 13.2). */
+export const recoverBody = z
+  .strictObject({
+    since: isoTimestampInput.describe('Send again the events that occurred from this time on (within retention)'),
+    until: isoTimestampInput.optional().describe('... and before this time; now when absent'),
+  })
+  .superRefine((body, ctx) => {
+    // Runs also when a timestamp failed its own check (zod's checks do not abort): judged only when both are dates.
+    if (body.since instanceof Date && body.until instanceof Date && body.since.getTime() >= body.until.getTime())
+      ctx.addIssue({ code: 'custom', path: ['since'], message: 'is not before until' });
+  })
+  .meta({ example: { since: '2026-12-01T00:00:00Z', until: '2026-12-03T12:00:00Z' } });
+
+export type RecoverBody = z.infer<typeof recoverBody>;
+
+export const recoverySchema = z
+  .object({
+    hook_id: z.string(),
+    since: isoTimestampOutput,
+    until: isoTimestampOutput,
+    queued: z
+      .number()
+      .int()
+      .min(0)
+      .max(2_147_483_647)
+      .describe(
+        'Events the hook takes in the period whose delivery has not succeeded: each is sent again, in sequence order',
+      )
+      .meta({ example: 1284 }),
+  })
+  .meta({
+    id: 'HookRecovery',
+    example: {
+      hook_id: 'hk_6740b7a1c2d3e4f5a6b7c8d9',
+      since: '2026-12-01T00:00:00.000Z',
+      until: '2026-12-03T12:00:00.000Z',
+      queued: 1284,
+    },
+  });
+
+export type RecoveryResponse = z.infer<typeof recoverySchema>;
+
 export const redeliverySchema = z
   .object({ hook_id: z.string(), event_id: z.string(), status: z.literal('queued') })
   .meta({
@@ -357,10 +443,23 @@ export function toAttemptResponse(attempt: ListedAttempt): DeliveryAttemptRespon
   };
 }
 
-/** A hook's filter as stored and shown: only the parts it has. */
-export function filterOf(filter: HookFilter): HookFilter {
+/** A hook's filter as a subscriber writes and reads it. */
+export type HookFilterBody = z.infer<typeof hookFilter>;
+
+/** A hook's filter as shown: only the parts it has. */
+export function filterOf(filter: HookFilter): HookFilterBody {
   return {
     ...(filter.pipeline_id !== undefined ? { pipeline_id: filter.pipeline_id } : {}),
     ...(filter.exclude_actors?.length ? { exclude_actors: [...filter.exclude_actors] } : {}),
+    ...(filter.changes?.length ? { changes: conditionsToOutput(filter.changes) } : {}),
+  };
+}
+
+/** A filter as stored: only the parts given, `changes` as its judged conditions (judgeChangeFilter). */
+export function storedFilter(filter: HookFilterBody, changes: ChangeCondition[] | undefined): HookFilter {
+  return {
+    ...(filter.pipeline_id !== undefined ? { pipeline_id: filter.pipeline_id } : {}),
+    ...(filter.exclude_actors?.length ? { exclude_actors: [...filter.exclude_actors] } : {}),
+    ...(changes?.length ? { changes } : {}),
   };
 }

@@ -4,34 +4,49 @@ import {
   HookLimitReachedError,
   InsufficientScopeError,
   NotFoundError,
+  RecoveryInProgressError,
   UnauthorizedError,
   UnavailableError,
   ValidationError,
   type FieldProblem,
 } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
+import { toIso } from '../shared/time.js';
+import { knownChangeFields } from './change-fields.js';
+import { judgeChangeFilter } from './change-filter.js';
 import { missingReadScope } from './event-scopes.js';
 import { hookDeliveryJobId } from './fanout.js';
+import { countRecoverable } from './recovery.js';
+import { eventsOf, type HookDoc, type HookEvent, type HookFilter, type HooksRepository } from './repository.js';
 import {
   filterOf,
   requestedEvents,
+  storedFilter,
   toAttemptResponse,
   toHookResponse,
   type CreateHookBody,
   type CreatedHookResponse,
   type DeliveryAttemptResponse,
   type HookPingResponse,
+  type RecoverBody,
+  type RecoveryResponse,
   type RotatedSecretResponse,
+  type HookFilterBody,
   type UpdateHookBody,
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
 import type { ApiKeyDoc } from '../auth/api-keys.repository.js';
 import type { Actor, AuthContext } from '../auth/authenticator.js';
 import type { EventsRepository } from '../events/repository.js';
+import type { PipelinesRepository } from '../pipelines/repository.js';
 import type { DeliveryJob } from '../shared/queues.js';
-import type { DeliveriesRepository } from './deliveries.repository.js';
-import type { HookDoc, HookFilter, HooksRepository } from './repository.js';
+import type { ChangeCondition } from './change-filter.js';
+import type { DeliveriesQuery, DeliveriesRepository } from './deliveries.repository.js';
+import type { RecoveriesRepository } from './recoveries.repository.js';
 import type { TargetGuard } from './target-guard.js';
+
+/** How long runners leave a new recovery to the request that counts it. */
+const RECOVERY_COUNT_GRACE_MS = 60_000;
 
 /** How many of a hook's latest attempts the deliveries route shows. */
 export const RECENT_ATTEMPTS = 100;
@@ -39,11 +54,16 @@ export const RECENT_ATTEMPTS = 100;
 export interface HooksServiceDeps {
   hooks: HooksRepository;
   deliveries: DeliveriesRepository;
-  /** Where a delivered event's envelope is read for a redelivery (its delivery record leaves it out). */
-  events: Pick<EventsRepository, 'findById'>;
+  /** Where a delivered event's envelope is read for a redelivery (its delivery record leaves it out), and a recovery's events. */
+  events: Pick<EventsRepository, 'findById' | 'recoveryPage' | 'retainedSince'>;
+  recoveries: RecoveriesRepository;
+  /** The company's readable feed position: a recovery covers the events up to it. */
+  readablePosition(companyId: string): Promise<number>;
   guard: TargetGuard;
   /** Whether a pipeline of the company exists (a filter may name only those). */
   pipelineExists(companyId: string, pipelineId: string): Promise<boolean>;
+  /** The company's pipelines: their custom fields are what `filter.changes` may name besides core fields. */
+  pipelines: Pick<PipelinesRepository, 'findCached' | 'list'>;
   /** HOOK_MAX_PER_COMPANY. */
   maxHooksPerCompany: number;
   /** The API key a subscribe acts with, as stored now (its revocation and expiry). */
@@ -61,10 +81,14 @@ export class HooksService {
     return problem ? [{ path: 'target_url', message: problem }] : [];
   }
 
-  /** What a well-formed subscription may still get wrong: an internal target, a pipeline not of this company. */
+  /**
+   * What a well-formed subscription may still get wrong: an internal target, a pipeline not of this company,
+   * a key not of it, a `filter.changes` naming a field the subscribed types do not report or a value it
+   * cannot hold (judged against `events`, when known).
+   */
   async referenceProblems(
     companyId: string,
-    body: { target_url?: string; filter?: HookFilter },
+    body: { target_url?: string; filter?: HookFilterBody; events?: readonly HookEvent[]; event?: HookEvent },
   ): Promise<FieldProblem[]> {
     const pipelineId = body.filter?.pipeline_id;
     const pipelineProblem = async (): Promise<FieldProblem[]> =>
@@ -78,12 +102,43 @@ export class HooksService {
         known[index] ? [] : [{ path: `filter.exclude_actors.${index}`, message: 'is not an API key of this company' }],
       );
     };
-    const [target, pipeline, actors] = await Promise.all([
+    const events = body.events ?? (body.event ? [body.event] : undefined);
+    const changeProblems = async (): Promise<FieldProblem[]> =>
+      body.filter && events ? (await this.changeConditions(companyId, body.filter, events)).problems : [];
+    const [target, pipeline, actors, changes] = await Promise.all([
       body.target_url === undefined ? [] : this.targetProblems(body.target_url),
       pipelineProblem(),
       actorProblems(),
+      changeProblems(),
     ]);
-    return [...target, ...pipeline, ...actors];
+    return [...target, ...pipeline, ...actors, ...changes];
+  }
+
+  /**
+   * A filter's `changes` judged against the fields the hook's types report: task fields, item fields and the
+   * custom fields of the filter's pipeline, or of every pipeline of the company when it names none.
+   */
+  private async changeConditions(
+    companyId: string,
+    filter: HookFilterBody,
+    events: readonly HookEvent[],
+  ): Promise<{ conditions?: ChangeCondition[]; problems: FieldProblem[] }> {
+    if (!filter.changes) return { problems: [] };
+    const pipelines = filter.pipeline_id
+      ? [await this.deps.pipelines.findCached(companyId, filter.pipeline_id)].flatMap((found) => found ?? [])
+      : await this.deps.pipelines.list(companyId);
+    return judgeChangeFilter(filter.changes, knownChangeFields(events, pipelines), events);
+  }
+
+  /** The filter to store: its `changes` judged (and their values normalised); 400 when they do not hold. */
+  private async filterToStore(
+    companyId: string,
+    filter: HookFilterBody,
+    events: readonly HookEvent[],
+  ): Promise<HookFilter> {
+    const { conditions, problems } = await this.changeConditions(companyId, filter, events);
+    ValidationError.throwIfAny(problems);
+    return storedFilter(filter, conditions);
   }
 
   /**
@@ -113,7 +168,7 @@ export class HooksService {
         target_url: body.target_url,
         event: events[0],
         events,
-        filter: body.filter ? filterOf(body.filter) : null,
+        filter: body.filter ? await this.filterToStore(companyId, body.filter, events) : null,
         secret: newWebhookSecret(),
         created_at: new Date(),
         created_by_key_id: auth.keyId,
@@ -177,9 +232,18 @@ export class HooksService {
       const missing = missingReadScope(body.events, auth.scopes);
       if (missing) throw new InsufficientScopeError(missing);
     }
+    // The filter as it will be, judged against the types as they will be (either may change alone).
+    const events = body.events ?? eventsOf(current);
+    const filter = body.filter === undefined ? (current.filter ? filterOf(current.filter) : null) : body.filter;
     ValidationError.throwIfAny(
-      await this.referenceProblems(companyId, { target_url: body.target_url, filter: body.filter ?? undefined }),
+      await this.referenceProblems(companyId, {
+        target_url: body.target_url,
+        filter: body.filter ?? undefined,
+        ...(body.filter !== undefined || body.events !== undefined ? { events } : {}),
+      }),
     );
+    if (body.filter === undefined && body.events !== undefined && filter?.changes)
+      ValidationError.throwIfAny((await this.changeConditions(companyId, filter, events)).problems);
     if (body.enabled === true && current.disabled_reason === 'key_revoked')
       throw ValidationError.single(
         'enabled',
@@ -188,7 +252,9 @@ export class HooksService {
     const updated = await this.deps.hooks.update(companyId, hookId, {
       ...(body.target_url !== undefined ? { target_url: body.target_url } : {}),
       ...(body.events !== undefined ? { events: body.events } : {}),
-      ...(body.filter !== undefined ? { filter: body.filter ? filterOf(body.filter) : null } : {}),
+      ...(body.filter !== undefined
+        ? { filter: body.filter ? await this.filterToStore(companyId, body.filter, events) : null }
+        : {}),
       ...(body.enabled !== undefined ? { enabled: body.enabled } : {}),
     });
     if (!updated) throw new NotFoundError('Hook');
@@ -221,11 +287,14 @@ export class HooksService {
   async remove(companyId: string, hookId: string): Promise<void> {
     if (!(await this.deps.hooks.delete(companyId, hookId))) throw new NotFoundError('Hook');
     await this.deps.deliveries.deleteForHook(companyId, hookId);
+    await this.deps.recoveries.deleteForHook(companyId, hookId);
   }
 
-  async recentAttempts(actor: Actor, hookId: string): Promise<DeliveryAttemptResponse[]> {
+  async recentAttempts(actor: Actor, hookId: string, query: DeliveriesQuery = {}): Promise<DeliveryAttemptResponse[]> {
     await this.find(actor, hookId);
-    return (await this.deps.deliveries.recentAttempts(actor.companyId, hookId, RECENT_ATTEMPTS)).map(toAttemptResponse);
+    return (await this.deps.deliveries.recentAttempts(actor.companyId, hookId, RECENT_ATTEMPTS, query)).map(
+      toAttemptResponse,
+    );
   }
 
   /**
@@ -276,6 +345,52 @@ export class HooksService {
       hookDeliveryJobId(hookId, eventId, `redeliver-${Date.now()}`),
     );
     return { hook_id: hookId, event_id: eventId, status: 'queued' };
+  }
+
+  /**
+   * POST /v1/ext/hooks/{hook_id}/recover (DECISIONS.md 13.2): counts the events of the period the hook takes
+   * whose delivery has not succeeded, and leaves them to the hooks workers' recovery runner (recovery.ts),
+   * which sends them in sequence order through the normal machinery. One recovery per hook at a time (409).
+   * Like a redelivery, it re-enables a hook that was disabled (not one whose key was revoked: 400).
+   */
+  async recover(actor: Actor, hookId: string, body: RecoverBody, now = new Date()): Promise<RecoveryResponse> {
+    const companyId = actor.companyId;
+    const hook = await this.find(actor, hookId);
+    const retainedSince = this.deps.events.retainedSince(now);
+    const until = body.until && body.until.getTime() < now.getTime() ? body.until : now;
+    const problems: FieldProblem[] = [];
+    if (body.since.getTime() < retainedSince.getTime())
+      problems.push({
+        path: 'since',
+        message: `is before the events kept (EVENTS_RETENTION_DAYS): the earliest is ${retainedSince.toISOString()}`,
+      });
+    else if (body.since.getTime() >= until.getTime()) problems.push({ path: 'since', message: 'is not in the past' });
+    if (hook.disabled_reason === 'key_revoked')
+      problems.push({
+        path: 'hook_id',
+        message: 'the API key that created this hook was revoked or expired: subscribe again with a valid key',
+      });
+    ValidationError.throwIfAny(problems);
+
+    const period = { since: body.since, until, upto_sequence: await this.deps.readablePosition(companyId) };
+    const recoveryId = newId('recovery');
+    // Runners leave it alone while it is counted; should this request die, they start it after the grace.
+    const started = await this.deps.recoveries.start(
+      hookId,
+      { company_id: companyId, recovery_id: recoveryId, ...period },
+      new Date(now.getTime() + RECOVERY_COUNT_GRACE_MS),
+    );
+    if (!started) {
+      const running = await this.deps.recoveries.findByHook(companyId, hookId);
+      throw new RecoveryInProgressError(hookId, {
+        since: toIso(running?.since ?? body.since),
+        until: toIso(running?.until ?? until),
+      });
+    }
+    if (hook.disabled_at) await this.deps.hooks.reenable(companyId, hookId);
+    const queued = await countRecoverable(this.deps, hook, period);
+    await this.deps.recoveries.counted(companyId, hookId, recoveryId, queued);
+    return { hook_id: hookId, since: toIso(period.since), until: toIso(period.until), queued };
   }
 
   private async enqueue(job: DeliveryJob, jobId: string): Promise<void> {

@@ -82,6 +82,13 @@ export const ERROR_CATALOGUE: Readonly<Record<string, ErrorEntry>> = {
       'A hook with this target_url and these events exists already; the answer names its hook_id (never its secret). Rotate its secret if it was lost.',
     appliesTo: (method, path) => method === 'POST' && path.endsWith('/hooks'),
   },
+  recovery_in_progress: {
+    status: 409,
+    title: 'Recovery in progress',
+    meaning:
+      'A recovery of this hook is still sending; one runs per hook at a time. The answer names its since and until; retry once it has finished.',
+    appliesTo: (method, path) => method === 'POST' && path.endsWith('/recover'),
+  },
   external_id_taken: {
     status: 409,
     title: 'External id taken',

@@ -34,6 +34,7 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'POST /v1/ext/hooks/{hook_id}/rotate-secret': 'rotateHookSecret',
   'GET /v1/ext/hooks/{hook_id}/deliveries': 'listHookDeliveries',
   'POST /v1/ext/hooks/{hook_id}/deliveries/{event_id}/redeliver': 'redeliverHookDelivery',
+  'POST /v1/ext/hooks/{hook_id}/recover': 'recoverHook',
 
   'POST /v1/admin/companies': 'createCompany',
   'GET /v1/admin/companies/{company_id}': 'getCompany',

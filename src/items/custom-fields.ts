@@ -15,7 +15,8 @@ const dateValue = z
   .refine((value) => isIsoDate(value) || isIsoTimestamp(value), 'expected an ISO 8601 date or timestamp')
   .transform((value) => (isIsoDate(value) ? value : new Date(value).toISOString()));
 
-function valueSchema(field: FieldDefinition): z.ZodType<CustomValue> {
+/** The values one custom field takes (also what a hook's `filter.changes` may name for it). */
+export function valueSchema(field: FieldDefinition): z.ZodType<CustomValue> {
   switch (field.type) {
     case 'text':
       return z.string().max(10_000);

@@ -111,6 +111,19 @@ export class HookExistsError extends AppError {
   }
 }
 
+/** A second recovery of a hook while one runs (DECISIONS.md section 13.2): names the running one's period. */
+export class RecoveryInProgressError extends AppError {
+  constructor(hookId: string, running: { since: string; until: string }) {
+    super(
+      409,
+      'recovery_in_progress',
+      'Recovery in progress',
+      `Hook ${hookId} is being recovered already (events from ${running.since} to ${running.until}); retry once it has finished`,
+      { hook_id: hookId, ...running },
+    );
+  }
+}
+
 export class HookLimitReachedError extends AppError {
   constructor(max: number) {
     super(

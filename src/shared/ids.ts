@@ -17,6 +17,7 @@ export const ID_PREFIXES = {
   automation: 'aut',
   event: 'evt',
   erasure: 'era',
+  recovery: 'rcv',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

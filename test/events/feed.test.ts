@@ -102,7 +102,7 @@ describe('GET /v1/ext/events', () => {
     const askedForTasks = await ext(t.app, itemsKey, 'GET', '/events?type=task.created');
     expect(expectProblem(askedForTasks, 403, 'insufficient_scope').required_scope).toBe('tasks:read');
 
-    const neither = await key(['hooks:manage']);
+    const neither = await key(['tasks:write', 'items:write']);
     expectProblem(await ext(t.app, neither, 'GET', '/events'), 403, 'insufficient_scope');
     expectProblem(await ext(t.app, neither, 'GET', '/events?type=bogus'), 403, 'insufficient_scope');
     expectProblem(await ext(t.app, neither, 'GET', `/events/${itemEvent.event_id}`), 403, 'insufficient_scope');
@@ -113,6 +113,13 @@ describe('GET /v1/ext/events', () => {
       'not_found',
     );
     expectProblem(await ext(t.app, tenant.key, 'GET', `/events/${itemEvent.event_id}`), 404, 'not_found');
+    // hooks:manage reads hook events (hook.disabled) and nothing else.
+    const hooksKey = await key(['hooks:manage']);
+    const hookEvents = await ext(t.app, hooksKey, 'GET', '/events');
+    expect(hookEvents.statusCode).toBe(200);
+    expect(hookEvents.json()).toEqual([]);
+    expectProblem(await ext(t.app, hooksKey, 'GET', '/events?type=task.created'), 403, 'insufficient_scope');
+    expectProblem(await ext(t.app, hooksKey, 'GET', `/events/${itemEvent.event_id}`), 404, 'not_found');
   });
 
   it('answers bad input with 400 naming the parameter', async () => {

@@ -60,6 +60,12 @@ export const EXT_ROUTES: ExtRouteCase[] = [
   { method: 'POST', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}/rotate-secret` },
   { method: 'POST', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}/test` },
   { method: 'PATCH', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}`, body: () => ({ enabled: true }) },
+  {
+    method: 'POST',
+    scope: 'hooks:manage',
+    url: (t) => `/hooks/${t.hookId}/recover`,
+    body: () => ({ since: new Date(Date.now() - 3_600_000).toISOString() }),
+  },
   { method: 'DELETE', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}` },
   { method: 'GET', scope: 'items:read', url: (t) => `/items/${t.itemId}/history` },
   { method: 'GET', scope: 'items:read', url: (t) => `/items/${t.itemId}?as_of=${new Date().toISOString()}` },

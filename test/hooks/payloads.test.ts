@@ -35,6 +35,7 @@ describe('per-event payload schemas (issue 19)', () => {
       // The resources as events carry them: values over the envelope cap may be TruncatedValue markers (issue 59).
       if (type.startsWith('task.')) expect(data.$ref).toBe('#/components/schemas/EventTask');
       else if (type.startsWith('item.')) expect(data.$ref).toBe('#/components/schemas/EventItem');
+      else if (type.startsWith('hook.') && type !== 'hook.ping') expect(data.$ref).toBe('#/components/schemas/Hook');
       else expect(data.properties).toEqual({ hook_id: expect.objectContaining({ type: 'string' }) });
       // Every example is a body its own schema accepts.
       expect(webhookPayloadSchema(type).safeParse(schema.example).success, type).toBe(true);

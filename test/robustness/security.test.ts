@@ -37,6 +37,7 @@ function foreignAddressedRequests() {
     'PATCH /v1/ext/items/:item_id': { name: 'Hijacked' },
     'PATCH /v1/ext/tasks/:task_id': { title: 'Hijacked', is_completed: true },
     'PATCH /v1/ext/hooks/:hook_id': { enabled: false },
+    'POST /v1/ext/hooks/:hook_id/recover': { since: new Date(Date.now() - 3_600_000).toISOString() },
   };
   return (
     t.app.routeTable
@@ -69,6 +70,7 @@ describe('API1 broken object level authorization', () => {
         'PATCH /v1/ext/tasks/:task_id',
         'DELETE /v1/ext/hooks/:hook_id',
         'POST /v1/ext/hooks/:hook_id/deliveries/:event_id/redeliver',
+        'POST /v1/ext/hooks/:hook_id/recover',
       ]),
     );
     for (const request of requests) {

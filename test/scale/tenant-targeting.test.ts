@@ -42,7 +42,11 @@ const ALLOWED_GLOBAL: Array<{ name: string; matches: (collection: string, filter
   { name: 'API key lookup by hash (authentication)', matches: (c, f) => c === 'api_keys' && 'key_hash' in f },
   {
     name: 'relay scan of the outbox',
-    matches: (c, f) => (c === 'items' || c === 'tasks') && 'outbox_pending' in f,
+    matches: (c, f) => (c === 'items' || c === 'tasks' || c === 'hooks') && 'outbox_pending' in f,
+  },
+  {
+    name: 'hook recovery runners looking for a recovery to drive',
+    matches: (c, f) => c === 'hook_recoveries' && 'lease_until' in f,
   },
   { name: 'overdue scanner scan of due tasks', matches: (c, f) => c === 'tasks' && 'overdue_fired_for' in f },
   { name: 'relay scan of events not yet queued', matches: (c, f) => c === 'events' && 'unqueued' in f },

@@ -449,6 +449,9 @@ describe('concurrent upserts', () => {
       job_id: 'job_evt_new',
       target: { kind: 'hook', hook_id: 'hk_ins' },
       attempts_made: 2,
+      // The deliveries list's status (DECISIONS.md 13.2), and when an attempt first succeeded.
+      status: 'succeeded',
+      delivered_at: at(2),
       created_at: at(1),
       updated_at: at(2),
     });
@@ -484,6 +487,7 @@ describe('concurrent upserts', () => {
       event_id: 'evt_c1',
       event_type: 'item.created',
       attempts: [{ attempt: 1, status_code: 204, duration_ms: 3, succeeded: true, attempted_at: at(5) }],
+      status: 'succeeded',
       updated_at: at(5),
     });
     const listed = await repository.recentAttempts('c', 'hk_compact', 10);

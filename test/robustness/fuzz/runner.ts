@@ -260,6 +260,7 @@ export async function foreignSnapshot(db: Db, companyId: string): Promise<string
     'tasks',
     'hooks',
     'deliveries',
+    'hook_recoveries',
     'api_keys',
     'automations',
     'pipelines',
