@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,webhooks,feed,recovery,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,history,export,webhooks,feed,recovery,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -18,6 +18,7 @@ import { runConventionalScenarios } from './scenarios/conventional.js';
 import { runCrudScenarios } from './scenarios/crud.js';
 import { runDurableEventsScenario } from './scenarios/durable-events.js';
 import { runFeedLagScenario } from './scenarios/feed.js';
+import { runExportScenario, runHistoryScenarios } from './scenarios/history.js';
 import { runMemorySoak } from './scenarios/memory.js';
 import { runMongoTripScenarios } from './scenarios/mongo-trips.js';
 import { runOverdueBench } from './scenarios/overdue.js';
@@ -141,6 +142,8 @@ async function main(): Promise<void> {
     ['conventional', runConventionalScenarios],
     ['tracing', runTracingScenario],
     ['durable', runDurableEventsScenario],
+    ['history', runHistoryScenarios],
+    ['export', runExportScenario],
   ] as const) {
     if (!groups.has(group)) continue;
     await dropEarlierScenarioRecords(stack);

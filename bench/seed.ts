@@ -41,7 +41,7 @@ async function admin<T>(stack: Stack, path: string, body: object): Promise<T> {
   return (await response.json()) as T;
 }
 
-async function createTenant(stack: Stack, name: string): Promise<Tenant & { otherPipelineId: string }> {
+export async function createTenant(stack: Stack, name: string): Promise<Tenant & { otherPipelineId: string }> {
   const company = await admin<{ company_id: string }>(stack, '/companies', { name });
   const companyPath = `/companies/${company.company_id}`;
   const user = await admin<{ user_id: string }>(stack, `${companyPath}/users`, {
@@ -83,7 +83,7 @@ async function createTenant(stack: Stack, name: string): Promise<Tenant & { othe
  * short ids, the company's sequence counter moved past them), since creating 10,000 through the
  * API would only measure seeding.
  */
-async function insertItems(
+export async function insertItems(
   stack: Stack,
   tenant: Tenant & { otherPipelineId: string },
   count: number,

@@ -3,7 +3,7 @@ import cron from 'node-cron';
 import { z } from 'zod';
 import { isClusterUrl, parseClusterUrl, queuePrefixFor } from './shared/redis.js';
 
-export const WORKER_ROLES = ['automations', 'hooks', 'overdue', 'relay'] as const;
+export const WORKER_ROLES = ['automations', 'hooks', 'overdue', 'relay', 'erasures'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
 
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1');
@@ -125,6 +125,8 @@ const envSchema = z.object({
     .default([...WORKER_ROLES]),
   /** Events stay readable (GET /v1/ext/events) and reconcilable this long after they occurred. */
   EVENTS_RETENTION_DAYS: positiveInt.max(3_650).default(30),
+  /** Each item's and task's history (and `as_of` reads) reach back this far, separately from events. */
+  HISTORY_RETENTION_DAYS: positiveInt.max(3_650).default(365),
   /** How often the relay checks whether Redis lost work MongoDB says is unfinished (DECISIONS.md 12.1). */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   /** The event sequencer's lease (DECISIONS.md 13.1): how soon another process takes over from one that died. */

@@ -1,10 +1,13 @@
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
+import { ErasureService } from './erasure/service.js';
 import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { SequencerStore } from './events/sequencer-store.js';
+import { ExportService } from './export/service.js';
+import { HistoryService } from './history/service.js';
 import { HooksService } from './hooks/service.js';
 import { TargetGuard, type Resolver } from './hooks/target-guard.js';
 import { ItemsService } from './items/service.js';
@@ -54,13 +57,29 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
   const { config, db, redis, queues, logger } = deps;
   // Hook, pipeline and access lookups are cached; changes reach every process over these feeds.
   const changes = createChangeFeeds(redis, config.QUEUE_PREFIX, logger);
-  const repos = createRepositories(db, { changes, eventsRetentionDays: config.EVENTS_RETENTION_DAYS });
+  const repos = createRepositories(db, {
+    changes,
+    eventsRetentionDays: config.EVENTS_RETENTION_DAYS,
+    historyRetentionDays: config.HISTORY_RETENTION_DAYS,
+  });
   const publisher = deps.publisher ? deps.publisher(repos.events) : (relayOnlyPublisher as P);
   const cursors = lazyCursorCodec(db);
   const targetGuard = new TargetGuard(config.HOOK_ALLOW_PRIVATE_TARGETS, deps.resolver);
   const authenticator = new ApiKeyAuthenticator(repos.apiKeys, repos.companies, changes.access);
   const sequences = new SequencerStore(db);
   const feedWaiters = new FeedWaiters(changes.events, (companyIds) => sequences.readableOfMany(companyIds));
+  /** Whether the company has or had (archived counts) the item or task: its history and erasure need it. */
+  const recordKnown = async (kind: 'item' | 'task', companyId: string, id: string) =>
+    kind === 'item'
+      ? (await repos.items.pipelineOf(companyId, id)) !== null
+      : await repos.tasks.existsEver(companyId, id);
+  const eventFeed = new EventFeed({
+    events: repos.events,
+    sequences,
+    cursors,
+    waiters: feedWaiters,
+    keyOfCompany: async (companyId, keyId) => (await repos.apiKeys.findById(companyId, keyId)) !== null,
+  });
   const services = {
     publisher,
     /** This process's change feeds (tests wait on `live`). */
@@ -70,12 +89,18 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     authenticator,
     pipelines: new PipelinesService(repos.pipelines),
     feedWaiters,
-    eventFeed: new EventFeed({
-      events: repos.events,
-      sequences,
+    eventFeed,
+    exports: new ExportService({ items: repos.items, tasks: repos.tasks, pipelines: repos.pipelines, feed: eventFeed }),
+    history: new HistoryService({
+      history: repos.history,
       cursors,
-      waiters: feedWaiters,
-      keyOfCompany: async (companyId, keyId) => (await repos.apiKeys.findById(companyId, keyId)) !== null,
+      recordKnown,
+    }),
+    erasures: new ErasureService({
+      erasures: repos.erasures,
+      logger,
+      recordKnown,
+      enqueue: async (job) => void (await queues.erasures.add('erasure', job, { jobId: job.erasure_id })),
     }),
     items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),

@@ -1,7 +1,9 @@
 import { ApiKeysRepository } from './auth/api-keys.repository.js';
 import { AutomationsRepository } from './automations/repository.js';
 import { CompaniesRepository } from './companies/repository.js';
+import { ErasuresRepository } from './erasure/repository.js';
 import { EventsRepository } from './events/repository.js';
+import { HistoryRepository } from './history/repository.js';
 import { DeliveriesRepository } from './hooks/deliveries.repository.js';
 import { RecoveriesRepository } from './hooks/recoveries.repository.js';
 import { HooksRepository } from './hooks/repository.js';
@@ -20,6 +22,8 @@ export interface RepositoryOptions {
   changes?: ChangeFeeds;
   /** EVENTS_RETENTION_DAYS (default 30). */
   eventsRetentionDays?: number;
+  /** HISTORY_RETENTION_DAYS (default 365). */
+  historyRetentionDays?: number;
 }
 
 /** One repository per collection; the only code that touches that collection. */
@@ -43,6 +47,8 @@ export function createRepositories(db: Db, options: RepositoryOptions = {}) {
       events,
     ),
     deliveries: new DeliveriesRepository(db),
+    history: new HistoryRepository(db, options.historyRetentionDays),
+    erasures: new ErasuresRepository(db),
     recoveries: new RecoveriesRepository(db),
     webhookSecrets: new WebhookSecretsRepository(db),
   };
@@ -70,6 +76,8 @@ export async function ensureIndexes(db: Db, logger?: Logger): Promise<string[]> 
     DeliveriesRepository,
     RecoveriesRepository,
     EventsRepository,
+    HistoryRepository,
+    ErasuresRepository,
   ]) {
     for (const index of await repository.ensureIndexes(db)) {
       logger?.warn({ index }, 'index rebuilt: its declaration changed');

@@ -38,6 +38,7 @@ redis.on('error', () => {}); // state is reported by /readyz and the rate limite
 // Fast path for events right after each write; the relay worker covers whatever this misses.
 const publisher = new QueueEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
   retentionDays: config.EVENTS_RETENTION_DAYS,
+  historyRetentionDays: config.HISTORY_RETENTION_DAYS,
   sequencerLeaseMs: config.SEQUENCER_LEASE_MS,
 });
 const app = await startWeb({ config, db: mongo.db, redis, logger, publisher }).catch((error) =>

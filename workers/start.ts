@@ -4,6 +4,7 @@ import { ensureIndexes } from '../src/repositories.js';
 import { closeQueues, createQueues } from '../src/shared/queues.js';
 import { connectRedis, createWorkerRedis } from '../src/shared/redis.js';
 import { startAutomations } from './automations.js';
+import { startErasures } from './erasures.js';
 import { startHooks } from './hooks.js';
 import { startOverdue } from './overdue.js';
 import { startRelay } from './relay.js';
@@ -52,6 +53,7 @@ const ROLES: Record<WorkerRole, RoleStarter> = {
   automations: startAutomations,
   hooks: startHooks,
   overdue: startOverdue,
+  erasures: startErasures,
 };
 
 /**
@@ -78,6 +80,7 @@ export function createWorkerContext(options: WorkerOptions): WorkerContext & { c
       new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
         eventStore: events,
         sequencerLeaseMs: config.SEQUENCER_LEASE_MS,
+        historyRetentionDays: config.HISTORY_RETENTION_DAYS,
       }),
   });
   return {

@@ -2,6 +2,7 @@ import { apiKeysAdminRoutes } from '../auth/api-keys.admin-routes.js';
 import { failedAuthRefusal } from '../auth/failed-auth-throttle.js';
 import { automationsAdminRoutes } from '../automations/admin-routes.js';
 import { companiesAdminRoutes } from '../companies/admin-routes.js';
+import { erasuresAdminRoutes } from '../erasure/admin-routes.js';
 import { hooksAdminRoutes } from '../hooks/admin-routes.js';
 import { answerUnknownRoute } from '../http/error-handler.js';
 import { pipelinesAdminRoutes } from '../pipelines/admin-routes.js';
@@ -41,4 +42,5 @@ export const adminApi: FastifyPluginAsyncZod = async (app) => {
   await app.register(apiKeysAdminRoutes);
   await app.register(automationsAdminRoutes);
   await app.register(hooksAdminRoutes);
+  await app.register(erasuresAdminRoutes);
 };

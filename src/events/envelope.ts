@@ -76,6 +76,8 @@ export interface EventEnvelope extends EventTraceContext {
   changes?: Changes;
   /** How many automations led to this event; automations stop at MAX_AUTOMATION_DEPTH. */
   depth?: number;
+  /** The record was erased (docs/erasure.md): `data` is empty and `changes` gone. */
+  erased?: true;
 }
 
 /** The OpenAPI component naming one event type's webhook payload: `task.updated` → `TaskUpdatedEvent`. */
@@ -202,6 +204,12 @@ export const eventEnvelopeSchema = z
     actor: eventActorSchema,
     data: z.record(z.string(), z.unknown()),
     changes: z.record(z.string(), z.object({ from: z.unknown(), to: z.unknown() })).optional(),
+    erased: z
+      .literal(true)
+      .optional()
+      .describe(
+        'Present when the record was erased (a data-protection request): `data` is then empty, `changes` absent',
+      ),
   })
   .meta({ id: 'Event' });
 

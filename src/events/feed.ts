@@ -20,6 +20,11 @@ export function visibleTypes(auth: Pick<AuthContext, 'scopes'>): EventType[] {
   return visible;
 }
 
+/** What a feed cursor is bound to: the company, the filters and the visible types it was issued for. */
+function feedScope(companyId: string, filter: object, types: EventType[]): string {
+  return `feed:${companyId}:${JSON.stringify({ ...filter, types })}`;
+}
+
 export interface EventFeedDeps {
   events: Pick<EventsRepository, 'list' | 'findById'>;
   sequences: Pick<SequencerStore, 'readableOf'>;
@@ -52,7 +57,7 @@ export class EventFeed {
       throw ValidationError.single('exclude_actor', 'is not an API key of this company');
     const codec = await this.deps.cursors();
     // A cursor is only valid for the company, filters and visible types it was issued for.
-    const scope = `feed:${auth.companyId}:${JSON.stringify({ ...filter, types })}`;
+    const scope = feedScope(auth.companyId, filter, types);
     const position = rawCursor ? codec.decode(rawCursor, scope).value : (after ?? 0);
     const feedFilter = {
       types,
@@ -81,6 +86,17 @@ export class EventFeed {
       // Woken when the sequencer makes more of the company's events readable; then read again.
       await this.deps.waiters.wait(auth.companyId, readable, remaining, signal);
     }
+  }
+
+  /**
+   * The company's readable position now, as a cursor of the unfiltered feed for this key (`GET /v1/ext/events?cursor=`):
+   * every event readable so far is at or before it. An export takes it before it reads (docs/export.md).
+   */
+  async currentPosition(auth: AuthContext): Promise<string> {
+    const types = visibleTypes(auth);
+    const codec = await this.deps.cursors();
+    const readable = await this.deps.sequences.readableOf(auth.companyId);
+    return codec.encode({ scope: feedScope(auth.companyId, {}, types), value: readable, id: '' });
   }
 
   async get(auth: AuthContext, eventId: string): Promise<FeedEvent> {

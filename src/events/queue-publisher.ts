@@ -1,3 +1,5 @@
+import { HistoryRepository } from '../history/repository.js';
+import { historyRowsOf } from '../history/rows.js';
 import { feedChannel } from '../shared/change-feeds.js';
 import { Coalescer } from '../shared/coalesce.js';
 import {
@@ -48,6 +50,16 @@ export interface QueueEventPublisherOptions {
   /** Run a sequencer candidate in this process (default true); one process at a time holds the lease. */
   sequencer?: boolean;
   sequencerLeaseMs?: number;
+  /** HISTORY_RETENTION_DAYS (default 365): the sequencer writes each batch's record history with it. */
+  historyRetentionDays?: number;
+}
+
+/** What the sequencer needs of the record history. */
+function recordHistory(history: HistoryRepository) {
+  return {
+    rowsOf: (events: Parameters<typeof historyRowsOf>[0]) => historyRowsOf(events, history.retentionDays),
+    record: (rows: Parameters<HistoryRepository['record']>[0]) => history.record(rows),
+  };
 }
 
 export class QueueEventPublisher implements EventPublisher {
@@ -80,6 +92,7 @@ export class QueueEventPublisher implements EventPublisher {
       },
       logger,
       leaseMs: options.sequencerLeaseMs,
+      history: recordHistory(new HistoryRepository(db, options.historyRetentionDays)),
     });
     if (options.sequencer ?? true) this.sequencer.start();
   }

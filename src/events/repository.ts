@@ -33,6 +33,8 @@ export interface EventDoc {
   unsequenced?: true;
   /** The company's feed position (also in `event.sequence`), once the sequencer assigned it. */
   sequence?: number;
+  /** Erasure took its values (docs/erasure.md); `event.erased` says so to readers. */
+  erased?: true;
   /** The job id of the batch the sequencer published the event in (both event queues), if it did. */
   publish_job?: string;
   recorded_at: Date;
@@ -363,6 +365,37 @@ export class EventsRepository {
         occurred_at: { $gte: this.retainedSince(now) },
       },
       { projection: { event: 1 } },
+    );
+  }
+
+  /** The ids of every event about a record (erased or not), oldest first; served by feed_resource. */
+  async idsAbout(companyId: string, resourceId: string): Promise<string[]> {
+    const docs = await this.events
+      .find({ company_id: companyId, resource_id: resourceId }, { projection: { _id: 1 } })
+      .sort({ sequence: 1 })
+      .hint('feed_resource')
+      .toArray();
+    return docs.map((doc) => doc._id);
+  }
+
+  /**
+   * Erasure (docs/erasure.md): every event about the record keeps its id, type, sequence, occurred_at and actor,
+   * gains `erased: true`, and loses its `data` (left empty) and `changes`. Sequenced or not.
+   */
+  async eraseAbout(companyId: string, resourceId: string): Promise<void> {
+    await this.events.updateMany(
+      { company_id: companyId, resource_id: resourceId },
+      { $set: { 'event.data': {}, 'event.erased': true, erased: true }, $unset: { 'event.changes': '' } },
+    );
+  }
+
+  /** Whether an event about the record still waits for the sequencer (which writes the record's history). */
+  async unsequencedAbout(companyId: string, resourceId: string): Promise<boolean> {
+    return (
+      (await this.events.findOne(
+        { company_id: companyId, resource_id: resourceId, unsequenced: true },
+        { projection: { _id: 1 } },
+      )) !== null
     );
   }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { planEventBatches, type PlannedBatch } from '../shared/queues.js';
 import { eventBytes } from './outbox.js';
+import type { HistoryRow } from '../history/rows.js';
 import type { Logger } from '../shared/logger.js';
 import type { EventEnvelope } from './envelope.js';
 import type { EventDoc, EventsRepository } from './repository.js';
@@ -21,6 +22,15 @@ export interface SequencerDeps {
   announce(companyIds: string[]): void;
   logger: Logger;
   leaseMs?: number;
+  /**
+   * The record history (docs/items.md, "History"): the rows of a batch's events, written in the batch before
+   * its sequences, so an event readable in the feed always has its history row (a replayed plan writes them
+   * again, the same rows). Absent: no history.
+   */
+  history?: {
+    rowsOf(events: Array<{ event: EventEnvelope; sequence: number }>): HistoryRow[];
+    record(rows: HistoryRow[]): Promise<void>;
+  };
 }
 
 type Unsequenced = Pick<EventDoc, '_id' | 'event' | 'unqueued'>;
@@ -207,6 +217,13 @@ export class EventSequencer {
     const queued =
       batches.size === 0 || (await this.deps.publish([...batches].map(([jobId, events]) => ({ jobId, events }))));
     const written = plan.events.filter((planned) => docs.has(planned.event_id));
+    const history = this.deps.history;
+    if (history)
+      await history.record(
+        history.rowsOf(
+          written.map((planned) => ({ event: docs.get(planned.event_id)!.event, sequence: planned.sequence })),
+        ),
+      );
     await this.deps.events.assignSequences(
       written.map((planned) => ({
         event: planned,

@@ -137,6 +137,8 @@ export class DeliveriesRepository {
       { key: { company_id: 1, hook_id: 1, updated_at: -1 }, name: 'hook_recent', migratable: true },
       { key: { updated_at: 1 }, name: 'retention', expireAfterSeconds: RETENTION_SECONDS, migratable: true },
       { key: { next_attempt_at: 1, _id: 1 }, name: 'next_attempt', migratable: true },
+      // Erasure finds the deliveries of a record's events by event (docs/erasure.md).
+      { key: { company_id: 1, event_id: 1 }, name: 'event', migratable: true },
       // The deliveries list by status (DECISIONS.md 13.2), newest latest attempt first.
       {
         key: { company_id: 1, hook_id: 1, status: 1, updated_at: -1, _id: -1 },
@@ -165,6 +167,18 @@ export class DeliveriesRepository {
         { $set: { status: last?.succeeded ? 'succeeded' : 'failed' } },
       );
     }
+  }
+
+  /**
+   * Erasure (docs/erasure.md): the deliveries of these events keep their attempts' status, timing and error
+   * category but lose the envelope and the receivers' answers (which may echo it).
+   */
+  async eraseEvents(companyId: string, eventIds: string[]): Promise<void> {
+    if (eventIds.length === 0) return;
+    await this.deliveries.updateMany(
+      { company_id: companyId, event_id: { $in: eventIds } },
+      { $unset: { event: '' }, $set: { 'attempts.$[].response_body': null } },
+    );
   }
 
   /**

@@ -1,5 +1,7 @@
 import { createExtAuthHook } from '../auth/ext-auth.js';
 import { eventsRoutes } from '../events/routes.js';
+import { exportRoutes } from '../export/routes.js';
+import { historyRoutes } from '../history/routes.js';
 import { hooksRoutes } from '../hooks/routes.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
 import { itemsRoutes } from '../items/routes.js';
@@ -21,4 +23,6 @@ export const extApi: FastifyPluginAsyncZod = async (app) => {
   await app.register(tasksRoutes);
   await app.register(hooksRoutes);
   await app.register(eventsRoutes);
+  await app.register(historyRoutes);
+  await app.register(exportRoutes);
 };

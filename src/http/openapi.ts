@@ -223,12 +223,35 @@ function problemExamples(status: number, method: string, path: string, scope: st
   return examples;
 }
 
+/**
+ * An export (route config `ndjson`): its 200 is a stream of records, one JSON document a line, not one JSON
+ * document; its schema describes one line. It carries the feed position in `x-next-cursor`.
+ */
+function describeNdjson(operation: Json): void {
+  delete operation['x-ndjson'];
+  const ok = operation.responses?.['200'];
+  const json = ok?.content?.['application/json'];
+  if (!json) return;
+  ok.description = 'NDJSON: one record per line, each as GET answers it';
+  ok.content = { 'application/x-ndjson': { ...json, example: `${JSON.stringify(json.schema?.example ?? {})}\n` } };
+  ok.headers = {
+    ...ok.headers,
+    'x-next-cursor': {
+      description:
+        'The events feed position taken before the read: pass it as `cursor` to `GET /v1/ext/events` to follow every change since',
+      schema: { type: 'string' },
+      example: EXAMPLE_CURSOR,
+    },
+  };
+}
+
 /** Adds what the zod schemas cannot say: problem+json errors, rate-limit and paging headers, idempotency, webhooks. */
 function decorateDocument(document: Json): Json {
   for (const [path, operations] of Object.entries<Json>(document.paths ?? {})) {
     for (const [method, operation] of Object.entries<Json>(operations)) {
       const operationId = operationIdOf(method, path);
       if (operationId) operation.operationId = operationId;
+      if (operation['x-ndjson']) describeNdjson(operation);
       for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
         const code = Number(status);
         if (response.description === 'Default Response')
@@ -381,6 +404,7 @@ function decorateAdminDocument(document: Json): Json {
       operation.summary ??= adminSummary(method, path);
       const operationId = operationIdOf(method, path);
       if (operationId) operation.operationId = operationId;
+      if (operation['x-ndjson']) describeNdjson(operation);
       for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
         if (response.description === 'Default Response')
           response.description = ADMIN_STATUS_DESCRIPTIONS[status] ?? 'Response';
@@ -446,7 +470,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: (input) => {
       const { url, route } = input as {
         url: string;
-        route: { config?: { scope?: string; anyScope?: string[]; deprecation?: FieldDeprecation } };
+        route: { config?: { scope?: string; anyScope?: string[]; ndjson?: boolean; deprecation?: FieldDeprecation } };
       };
       // The document of the external API only (DECISIONS.md section 11): admin and ops routes are left out.
       if (!url.startsWith(EXT_PREFIX) || url === `${EXT_PREFIX}openapi.json`) return { schema: { hide: true }, url };
@@ -458,6 +482,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         ? anyScope.map((alternative) => ({ ApiKeyAuth: [alternative] }))
         : [{ ApiKeyAuth: scope ? [scope] : [] }];
       if (scope) (transformed.schema as Json)['x-required-scope'] = scope;
+      if (route.config?.ndjson) (transformed.schema as Json)['x-ndjson'] = true;
       if (route.config?.deprecation) (transformed.schema as Json)['x-deprecation'] = route.config.deprecation;
       return transformed;
     },
@@ -485,6 +510,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
 }
 
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route answers NDJSON (an export): the document shows its 200 as application/x-ndjson. */
+    ndjson?: boolean;
+  }
   interface FastifyInstance {
     adminSwagger: FastifyInstance['swagger'];
   }

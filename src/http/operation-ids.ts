@@ -20,6 +20,10 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'GET /v1/ext/tasks/{task_id}': 'getTask',
   'PATCH /v1/ext/tasks/{task_id}': 'updateTask',
   'DELETE /v1/ext/tasks/{task_id}': 'deleteTask',
+  'GET /v1/ext/items/{item_id}/history': 'listItemHistory',
+  'GET /v1/ext/tasks/{task_id}/history': 'listTaskHistory',
+  'GET /v1/ext/export/items': 'exportItems',
+  'GET /v1/ext/export/tasks': 'exportTasks',
   'GET /v1/ext/events': 'listEvents',
   'GET /v1/ext/events/{event_id}': 'getEvent',
   'POST /v1/ext/hooks': 'createHook',
@@ -54,6 +58,8 @@ export const OPERATION_IDS: Readonly<Record<string, string>> = {
   'GET /v1/admin/companies/{company_id}/hooks': 'listCompanyHooks',
   'GET /v1/admin/companies/{company_id}/hooks/{hook_id}': 'getCompanyHook',
   'DELETE /v1/admin/companies/{company_id}/hooks/{hook_id}': 'deleteCompanyHook',
+  'POST /v1/admin/companies/{company_id}/erasures': 'createErasure',
+  'GET /v1/admin/companies/{company_id}/erasures/{erasure_id}': 'getErasure',
   'GET /v1/admin/openapi.json': 'getAdminOpenApiDocument',
 };
 

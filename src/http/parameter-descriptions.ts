@@ -8,6 +8,7 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 const DESCRIPTIONS: Record<string, string> = {
   'path:automation_id': 'The automation id',
   'path:company_id': 'The company id (`cmp_...`)',
+  'path:erasure_id': 'The erasure id (`era_...`), as the erasure request answered it',
   'path:event_id': 'The event id (`evt_...`), also the `webhook-id` of its deliveries',
   'path:hook_id': 'The hook id (`hk_...`)',
   'path:item_id': 'The item id (`itm_...`)',

@@ -78,6 +78,23 @@ export class IdempotencyRepository {
     await this.collection.updateOne({ _id: id, state: 'in_progress' }, { $set: { state: 'completed', response } });
   }
 
+  /**
+   * Erasure (docs/erasure.md): the kept answers of these API keys that mention the record (its id in the body:
+   * a create, an update, a batch, a task linked to it). A retry of one runs for real afterwards.
+   */
+  async eraseMentioning(keyIds: string[], recordId: string): Promise<void> {
+    if (keyIds.length === 0) return;
+    const mentions = { $regex: recordId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') };
+    // Per key, the range of its record ids (`<key_id>:<Idempotency-Key>`, ':' sorts right before ';'): served by
+    // _id, so targeted on a cluster sharded by it. One round trip for every key.
+    await this.collection.bulkWrite(
+      keyIds.map((keyId) => ({
+        deleteMany: { filter: { _id: { $gte: `${keyId}:`, $lt: `${keyId};` }, 'response.body': mentions } },
+      })),
+      { ordered: false },
+    );
+  }
+
   /** A request whose answer is not kept (see isKeptForReplay) does not pin its key: a retry runs for real. */
   async release(id: string): Promise<void> {
     await this.collection.deleteOne({ _id: id, state: 'in_progress' });

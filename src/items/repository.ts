@@ -269,6 +269,24 @@ export class ItemsRepository {
       .limit(limit);
   }
 
+  /**
+   * Every live item of the company for an export, in creation order (list_created_at: an item never moves in
+   * it, so a write during the read neither skips nor repeats one). Read batch by batch as the caller pulls.
+   */
+  exportCursor(companyId: string, batchSize: number) {
+    return this.collection
+      .find({ company_id: companyId, ...LIVE }, { projection: { pending_events: 0, dup_tokens: 0, name_words: 0 } })
+      .sort({ created_at: 1, _id: 1 })
+      .hint('list_created_at')
+      .batchSize(batchSize);
+  }
+
+  /** Erasure (docs/erasure.md): the item's document, archived or not, its outbox with it. */
+  async erase(companyId: string, itemId: string): Promise<void> {
+    this.existing.forget(companyScopedKey(companyId, itemId));
+    await this.collection.deleteOne({ company_id: companyId, _id: itemId });
+  }
+
   /** Served by the duplicate_tokens multikey index; newest first. */
   findByTokens(
     companyId: string,

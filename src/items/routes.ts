@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { asOfQuery } from '../history/schemas.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';
 import { ValidationError } from '../shared/errors.js';
@@ -62,12 +63,17 @@ export const itemsRoutes: FastifyPluginAsyncZod = async (app) => {
       config: { scope: 'items:read' },
       schema: {
         tags,
-        summary: 'Get an item (ETag carries its version)',
+        summary: 'Get an item (ETag carries its version); with as_of, the item as it was then',
+        description:
+          'With `as_of`, the item as it was at that time, rebuilt from its history (kept HISTORY_RETENTION_DAYS, default 365): also an item deleted since; 404 when it did not exist then (not yet created, or deleted) or the time is older than the retention; a malformed or future time is 400. Without ETag: it is not the current version.',
         params: itemParams,
+        querystring: asOfQuery,
         response: { 200: itemSchema },
       },
     },
     async (request, reply) => {
+      const { as_of: asOf } = request.query;
+      if (asOf) return app.services.history.itemAsOf(authOf(request).companyId, request.params.item_id, asOf);
       const item = await items().get(authOf(request), request.params.item_id);
       reply.header('etag', etag(item.version));
       return item;

@@ -16,6 +16,7 @@ export const ID_PREFIXES = {
   hook: 'hk',
   automation: 'aut',
   event: 'evt',
+  erasure: 'era',
   recovery: 'rcv',
 } as const;
 

@@ -45,10 +45,17 @@ export interface JobPayloads {
   'hook-fanout': EventJobData;
   /** One signed POST to one target. */
   deliveries: DeliveryJob;
+  /** One erasure of one record (src/erasure/job.ts); its status record is in MongoDB. */
+  erasures: ErasureJob;
+}
+
+export interface ErasureJob {
+  erasure_id: string;
+  company_id: string;
 }
 
 export type QueueName = keyof JobPayloads;
-export const QUEUE_NAMES: QueueName[] = ['automations', 'hook-fanout', 'deliveries'];
+export const QUEUE_NAMES: QueueName[] = ['automations', 'hook-fanout', 'deliveries', 'erasures'];
 export const EVENT_QUEUES = ['automations', 'hook-fanout'] as const satisfies readonly QueueName[];
 export type EventQueue = (typeof EVENT_QUEUES)[number];
 
@@ -97,6 +104,7 @@ export function createQueues(settings: QueueSettings): Queues {
     automations: createQueue('automations', settings),
     'hook-fanout': createQueue('hook-fanout', settings),
     deliveries: createQueue('deliveries', settings),
+    erasures: createQueue('erasures', settings),
   };
   for (const queue of Object.values(queues)) queue.on('error', () => {});
   return queues;

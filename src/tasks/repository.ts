@@ -112,6 +112,28 @@ export class TasksRepository {
     await this.collection.insertOne(doc);
   }
 
+  /**
+   * Every live task of the company for an export, in creation order (list_created_at: a task never moves in it,
+   * unlike in due_at order, so a write during the read neither skips nor repeats one).
+   */
+  exportCursor(companyId: string, batchSize: number) {
+    return this.collection
+      .find({ company_id: companyId, ...LIVE_TASK }, { projection: { pending_events: 0 } })
+      .sort({ created_at: 1, _id: 1 })
+      .hint('list_created_at')
+      .batchSize(batchSize);
+  }
+
+  /** Erasure (docs/erasure.md): the task's document, archived or not, its outbox with it. */
+  async erase(companyId: string, taskId: string): Promise<void> {
+    await this.collection.deleteOne({ company_id: companyId, _id: taskId });
+  }
+
+  /** Whether the company has or had the task (archived counts): its history stays readable. */
+  async existsEver(companyId: string, taskId: string): Promise<boolean> {
+    return (await this.collection.findOne({ company_id: companyId, _id: taskId }, { projection: { _id: 1 } })) !== null;
+  }
+
   findById(companyId: string, taskId: string): Promise<TaskDoc | null> {
     return this.collection.findOne(
       { company_id: companyId, _id: taskId, ...LIVE_TASK },

@@ -55,7 +55,9 @@ describe('the reference generates good SDKs', () => {
     expect(ids).toContain('createTask');
     expect(ids.filter((id, index) => ids.indexOf(id) !== index)).toEqual([]);
     for (const id of ids)
-      expect(id).toMatch(/^(list|get|create|update|delete|check|upsert|batch|redeliver|recover|rotate|test)[A-Z]/);
+      expect(id).toMatch(
+        /^(list|get|create|update|delete|check|upsert|batch|redeliver|recover|rotate|test|export)[A-Z]/,
+      );
   });
 
   it('has an operationId row for every admin route too, all distinct', () => {

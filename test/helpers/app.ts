@@ -79,7 +79,7 @@ export async function buildTestApp(
         env.db,
         { connection: env.redis, prefix: env.config.QUEUE_PREFIX },
         pino({ level: 'silent' }),
-        { sequencerLeaseMs: env.config.SEQUENCER_LEASE_MS },
+        { sequencerLeaseMs: env.config.SEQUENCER_LEASE_MS, historyRetentionDays: env.config.HISTORY_RETENTION_DAYS },
       )
     : undefined;
   const app = await buildApp({ config: env.config, db: env.db, redis: env.redis, publisher });

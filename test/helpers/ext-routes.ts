@@ -67,6 +67,11 @@ export const EXT_ROUTES: ExtRouteCase[] = [
     body: () => ({ since: new Date(Date.now() - 3_600_000).toISOString() }),
   },
   { method: 'DELETE', scope: 'hooks:manage', url: (t) => `/hooks/${t.hookId}` },
+  { method: 'GET', scope: 'items:read', url: (t) => `/items/${t.itemId}/history` },
+  { method: 'GET', scope: 'items:read', url: (t) => `/items/${t.itemId}?as_of=${new Date().toISOString()}` },
+  { method: 'GET', scope: 'tasks:read', url: (t) => `/tasks/${t.taskId}/history` },
+  { method: 'GET', scope: 'items:read', url: () => '/export/items' },
+  { method: 'GET', scope: 'tasks:read', url: () => '/export/tasks' },
   { method: 'DELETE', scope: 'items:write', url: (t) => `/items/${t.spareItemId}` },
   { method: 'DELETE', scope: 'tasks:write', url: (t) => `/tasks/${t.spareTaskId}` },
 ];

@@ -54,7 +54,7 @@ describe('worker health on METRICS_PORT', () => {
     expect(ready.json()).toEqual({
       mongo: 'ok',
       redis: 'ok',
-      roles: { automations: 'running', hooks: 'running', overdue: 'running', relay: 'running' },
+      roles: { automations: 'running', hooks: 'running', overdue: 'running', relay: 'running', erasures: 'running' },
     });
     const live = await get('/healthz');
     expect(live.status).toBe(200);

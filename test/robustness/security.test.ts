@@ -118,6 +118,29 @@ describe('API1 broken object level authorization', () => {
   });
 });
 
+describe('API1: history and export', () => {
+  it("never answer with another company's records or changes", async () => {
+    const foreignIds = [foreign.itemId, foreign.taskId, foreign.companyId];
+    for (const url of [
+      '/export/items',
+      '/export/tasks',
+      `/items/${own.itemId}/history`,
+      `/tasks/${own.taskId}/history`,
+    ]) {
+      const response = await call('GET', url);
+      expect(response.statusCode, `${url}: ${response.body}`).toBe(200);
+      for (const id of foreignIds) expect(response.body, url).not.toContain(id);
+    }
+    const exported = (await call('GET', '/export/items')).body.trim().split('\n');
+    expect(exported.length).toBeGreaterThan(0);
+    expectProblem(
+      await call('GET', `/items/${foreign.itemId}?as_of=${encodeURIComponent(new Date().toISOString())}`),
+      404,
+      'not_found',
+    );
+  });
+});
+
 describe('API3 broken object property level authorization (mass assignment)', () => {
   const outputOnly = {
     short_id: 'I-999',

@@ -57,9 +57,12 @@ const isOutboxMove = (command: SentCommand) =>
 /** Written in the background at most once per interval per key (last_used_at), not by the request. */
 const isBackground = (command: SentCommand) =>
   (command.collection === 'api_keys' && command.name === 'update') || isSequencer(command);
-/** The event sequencer's own work (its lease, the companies' positions, sequencing events): never a request's. */
+/**
+ * The event sequencer's own work (its lease, the companies' positions, sequencing events, the record history it
+ * writes with each batch): never a request's.
+ */
 const isSequencer = (command: SentCommand) =>
-  ['event_sequencer', 'event_sequences'].includes(command.collection) ||
+  ['event_sequencer', 'event_sequences', 'record_history'].includes(command.collection) ||
   (command.collection === 'events' && command.name !== 'insert');
 
 /**

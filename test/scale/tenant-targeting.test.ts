@@ -30,6 +30,8 @@ const TENANT_COLLECTIONS = new Set([
   'automation_runs',
   'api_keys',
   'events',
+  'record_history',
+  'erasures',
 ]);
 
 /** Sharded on _id (docs/scaling.md): a filter with _id is targeted. */
@@ -125,7 +127,7 @@ beforeAll(async () => {
   app = await buildApp({ config, db, redis, publisher });
   await app.ready();
   workers = await startWorkers({
-    config: { ...config, WORKERS: ['relay', 'automations', 'hooks', 'overdue'] },
+    config: { ...config, WORKERS: ['relay', 'automations', 'hooks', 'overdue', 'erasures'] },
     db,
     logger: pino({ level: 'silent' }),
   });
@@ -182,6 +184,16 @@ describe('sharding readiness', () => {
       10_000,
     );
     expect(runs).toBe(true);
+    // An erasure, so the erasure job's commands are judged too.
+    const erasure = (
+      await admin(app, 'POST', `/companies/${tenant.companyId}/erasures`, { item_id: tenant.itemId }, 202)
+    ).json<{ erasure_id: string }>();
+    await waitFor(
+      async () =>
+        (await admin(app, 'GET', `/companies/${tenant.companyId}/erasures/${erasure.erasure_id}`)).json().status ===
+        'completed',
+      20_000,
+    );
     recording = false;
 
     const byId = seen.filter((entry) => KEYED_BY_ID.has(entry.collection));

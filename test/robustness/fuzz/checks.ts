@@ -50,7 +50,18 @@ export function responseProblems(response: ResponseLike, context: CheckContext):
   if (status >= 500) problems.push(`server error ${status}`);
 
   let parsed: unknown;
-  if (/json/.test(contentType) && body.length > 0) {
+  if (contentType.startsWith('application/x-ndjson')) {
+    // An export: one JSON document per line, each ending in a newline.
+    try {
+      if (body.length > 0 && !body.endsWith('\n')) throw new Error('unterminated line');
+      parsed = body
+        .split('\n')
+        .filter((line) => line.length > 0)
+        .map((line) => JSON.parse(line) as unknown);
+    } catch {
+      problems.push('body is not the NDJSON its content-type says');
+    }
+  } else if (/json/.test(contentType) && body.length > 0) {
     try {
       parsed = JSON.parse(body);
     } catch {

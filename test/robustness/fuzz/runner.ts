@@ -139,7 +139,9 @@ function caseArbitrary(world: FuzzWorld, target: FuzzTarget): fc.Arbitrary<FuzzC
     ? fc
         .tuple(
           schemaArbitrary(querySchema, querySchema, hints),
-          fc.subarray(Object.keys(querySchema.properties ?? {}), { maxLength: 2 }),
+          fc.subarray(Object.keys(querySchema.properties ?? {}), {
+            maxLength: Math.min(2, Object.keys(querySchema.properties ?? {}).length),
+          }),
         )
         .map(([value, chosen]) =>
           Object.fromEntries(
