@@ -7,8 +7,9 @@ const ISOLATED = ['test/ops/tracing.test.ts', 'test/robustness/key-material.test
 export default defineConfig({
   test: {
     pool: 'forks',
-    // Most tests wait on I/O, timers and child processes; two files at a time keep a 2-core machine busy.
-    maxWorkers: 2,
+    // Most tests wait on I/O, timers and child processes: with two files at a time a 2-core machine sat a third
+    // idle, three keep it busy.
+    maxWorkers: 3,
     testTimeout: 30_000,
     hookTimeout: 60_000,
     teardownTimeout: 20_000,

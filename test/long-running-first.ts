@@ -18,6 +18,10 @@ const LONG_RUNNING = [
   'test/hooks/crash.test.ts',
   // 15 s: keep-alive traffic, then a connection left to its 10 s headers timeout.
   'test/robustness/headers-deadline.test.ts',
+  'test/robustness/fuzz.test.ts',
+  // A 10 s MongoDB outage among its faults.
+  'test/events/change-feed.test.ts',
+  'test/hooks/recover-faults.test.ts',
 ];
 
 function rank(file: TestSpecification): number {

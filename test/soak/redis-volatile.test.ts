@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { formatReport, runSoak } from '../../scripts/soak/soak.js';
 
 // Its own file, beside soak.test.ts: the two soaks are the longest tests, and as two files they run
-// in parallel (vitest runs files two at a time here) instead of one after the other at the end.
+// in parallel (vitest runs several files at a time) instead of one after the other at the end.
 // `npm run soak -- --redis-volatile`, short: Redis persists nothing and loses its data twice, once
 // while every worker is stopped with a backlog queued (DECISIONS.md section 12.1).
 describe('load with a Redis that persists nothing', () => {
