@@ -18,7 +18,7 @@ export const startErasures: RoleStarter = async ({ config, logger, container }) 
   const repos = container.repos;
   const worker = startWorker(
     'erasures',
-    async (job) => runErasure({ repos, logger, settleMs: SETTLE_MS }, job.data.company_id, job.data.erasure_id),
+    async (job) => runErasure({ repos, queues: container.queues, logger, settleMs: SETTLE_MS }, job.data.company_id, job.data.erasure_id),
     { connection, prefix: config.QUEUE_PREFIX, lockMs: Math.max(config.JOB_LOCK_MS, SETTLE_MS + 30_000), logger },
     { concurrency: 1 },
   );

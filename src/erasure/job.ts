@@ -1,11 +1,15 @@
 import { ERASURE_STEPS, type ErasureTarget } from './collections.js';
+import { eraseQueuedCopies } from './queued-copies.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { Repositories } from '../repositories.js';
 import type { Logger } from '../shared/logger.js';
+import type { Queues } from '../shared/queues.js';
 import type { ErasuresRepository } from './repository.js';
 
 export interface ErasureJobDeps {
   repos: Repositories & { erasures: ErasuresRepository };
+  /** The queues whose kept jobs hold copies of events (queued-copies.ts). */
+  queues: Pick<Queues, 'automations' | 'hook-fanout' | 'deliveries'>;
   logger: Logger;
   /**
    * The most the second pass waits for the sequencer (docs/erasure.md); the first ERASURE_GRACE_MS of it (or all
@@ -31,7 +35,7 @@ async function settle(events: Pick<EventsRepository, 'unsequencedAbout'>, target
 }
 
 /**
- * The erasure job (docs/erasure.md): every step of ERASURE_STEPS, then, once whatever was in flight has landed,
+ * The erasure job (docs/erasure.md): every step of ERASURE_STEPS and the copies in Redis's kept jobs, then, once whatever was in flight has landed,
  * the same steps again. Each step is idempotent, so a run that died halfway is finished by the next (BullMQ runs a
  * stalled or failed job again); the run that completes it is the only one that reports `completed`.
  */
@@ -50,10 +54,12 @@ export async function runErasure(deps: ErasureJobDeps, companyId: string, erasur
     await repos.erasures.stepDone(companyId, erasureId, step.collection);
     await deps.afterStep?.(step.collection);
   }
+  await eraseQueuedCopies(repos, deps.queues, target);
   // Second pass: events recorded or sequenced meanwhile (their history rows too).
   await settle(repos.events, target, deps.settleMs);
   target.eventIds = await repos.events.idsAbout(companyId, erasure.record_id);
   for (const step of ERASURE_STEPS) await step.erase(repos, target);
+  await eraseQueuedCopies(repos, deps.queues, target);
   const completed = await repos.erasures.complete(companyId, erasureId);
   if (completed) logger.info({ erasure_id: erasureId, company_id: companyId, kind: erasure.kind }, 'erasure completed');
   return completed ? 'completed' : 'already completed';

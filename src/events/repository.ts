@@ -389,6 +389,15 @@ export class EventsRepository {
     );
   }
 
+  /** The queue jobs that carried the record's events: each event's own id (a job added again) and its batch's. */
+  async jobIdsAbout(companyId: string, resourceId: string): Promise<string[]> {
+    const docs = await this.events
+      .find({ company_id: companyId, resource_id: resourceId }, { projection: { _id: 1, publish_job: 1 } })
+      .hint('feed_resource')
+      .toArray();
+    return [...new Set(docs.flatMap((doc) => (doc.publish_job ? [doc._id, doc.publish_job] : [doc._id])))];
+  }
+
   /** Whether an event about the record still waits for the sequencer (which writes the record's history). */
   async unsequencedAbout(companyId: string, resourceId: string): Promise<boolean> {
     return (

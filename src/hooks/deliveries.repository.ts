@@ -173,6 +173,18 @@ export class DeliveriesRepository {
    * Erasure (docs/erasure.md): the deliveries of these events keep their attempts' status, timing and error
    * category but lose the envelope and the receivers' answers (which may echo it).
    */
+  /** The `deliveries` queue jobs that carried these events (a retry's job, kept by BullMQ after it ran). */
+  async jobIdsOf(companyId: string, eventIds: string[]): Promise<string[]> {
+    if (eventIds.length === 0) return [];
+    const docs = await this.deliveries
+      .find(
+        { company_id: companyId, event_id: { $in: eventIds }, job_id: { $exists: true } },
+        { projection: { job_id: 1 } },
+      )
+      .toArray();
+    return [...new Set(docs.flatMap((doc) => (doc.job_id ? [doc.job_id] : [])))];
+  }
+
   async eraseEvents(companyId: string, eventIds: string[]): Promise<void> {
     if (eventIds.length === 0) return;
     await this.deliveries.updateMany(

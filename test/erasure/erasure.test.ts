@@ -5,6 +5,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COLLECTIONS } from '../../src/erasure/collections.js';
 import { runErasure } from '../../src/erasure/job.js';
+import { closeQueues, createQueues, type Queues } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
@@ -15,6 +16,7 @@ let tenant: Tenant;
 let other: Tenant;
 let receiver: Receiver;
 let workers: Awaited<ReturnType<typeof startTestWorkers>>;
+let queues: Queues;
 
 /** Values only the erased item ever held: none may remain anywhere afterwards. */
 const DISTINCT = ['Zebracorn Quillfeather', 'Xylophage-Marmalade-42', 'ext-Vermilion-Osprey', 'Second-Distinct-Value'];
@@ -28,8 +30,10 @@ beforeAll(async () => {
   // The receiver echoes what it got, so the delivery record's response_body holds the record's values too.
   receiver = await Receiver.start((request) => ({ status: 500, body: request.body }));
   workers = await startTestWorkers(t.config, t.db, ['relay', 'hooks', 'erasures']);
+  queues = createQueues({ connection: t.redis, prefix: t.config.QUEUE_PREFIX });
 });
 afterAll(async () => {
+  if (queues) await closeQueues(queues);
   await workers?.close();
   await receiver?.close();
   await t?.close();
@@ -41,6 +45,17 @@ async function everyDocument(): Promise<Array<{ collection: string; text: string
   for (const { name } of await t.db.listCollections().toArray()) {
     for (const doc of await t.db.collection(name).find({}).toArray())
       found.push({ collection: name, text: EJSON.stringify(doc) });
+  }
+  return found;
+}
+
+/** The data of every BullMQ job this file's queues keep in Redis (done and failed jobs are kept a while). */
+async function everyJobInRedis(): Promise<string[]> {
+  const found: string[] = [];
+  for (const key of await t.redis.keys(`${t.config.QUEUE_PREFIX}:*`)) {
+    if ((await t.redis.type(key)) !== 'hash') continue;
+    const data = await t.redis.hget(key, 'data');
+    if (data) found.push(`${key} ${data}`);
   }
   return found;
 }
@@ -92,6 +107,9 @@ describe('POST /v1/admin/companies/{company_id}/erasures', () => {
     expect([...holdersBefore].sort()).toEqual(
       expect.arrayContaining(['deliveries', 'events', 'idempotency_keys', 'items', 'record_history']),
     );
+    // The event jobs that carried them, and the retry of the failing delivery, are kept in Redis too.
+    const jobsHolding = async () => (await everyJobInRedis()).filter((job) => DISTINCT.some((v) => job.includes(v)));
+    expect((await jobsHolding()).length).toBeGreaterThan(0);
 
     const requested = await admin(
       t.app,
@@ -116,6 +134,7 @@ describe('POST /v1/admin/companies/{company_id}/erasures', () => {
     const after = await everyDocument();
     const left = after.filter((doc) => DISTINCT.some((value) => doc.text.includes(value)));
     expect(left).toEqual([]);
+    expect(await jobsHolding()).toEqual([]);
     // What was not erased is intact.
     expect(after.some((doc) => doc.collection === 'items' && doc.text.includes(KEPT))).toBe(true);
     expect((await ext(t.app, tenant.key, 'GET', `/tasks/${task.task_id}`)).json()).toMatchObject({
@@ -219,7 +238,7 @@ describe('the erasure job', () => {
       started_at: null,
       completed_at: null,
     });
-    const deps = { repos, logger: pino({ level: 'silent' }), settleMs: 0 };
+    const deps = { repos, queues, logger: pino({ level: 'silent' }), settleMs: 0 };
     const died = new Error('worker died');
     await expect(
       runErasure(

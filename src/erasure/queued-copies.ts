@@ -1,0 +1,43 @@
+import { EVENT_QUEUES, isEventBatch, type DeliveryJob, type EventJobData, type Queues } from '../shared/queues.js';
+import type { EventEnvelope } from '../events/envelope.js';
+import type { Repositories } from '../repositories.js';
+import type { ErasureTarget } from './collections.js';
+import type { Job, Queue } from 'bullmq';
+
+/** An erased event as the events collection keeps it: its place, none of its values. */
+function blank<E extends Pick<EventEnvelope, 'event_id'>>(event: E): E {
+  const { changes: _changes, ...rest } = event as E & { changes?: unknown };
+  return { ...rest, data: {}, erased: true } as unknown as E;
+}
+
+/**
+ * Redis holds copies of events in BullMQ's jobs, kept after they ran (a day when done, a week when failed) so a
+ * job id is admitted once: the batch that carried each event, the event added again under its own id, and the
+ * `deliveries` jobs of its webhooks. Each such job still in Redis has the erased events blanked in place; the
+ * jobs' ids come from MongoDB (the events' `publish_job`, the delivery records' `job_id`), so nothing is scanned.
+ */
+export async function eraseQueuedCopies(
+  repos: Pick<Repositories, 'events' | 'deliveries'>,
+  queues: Pick<Queues, 'automations' | 'hook-fanout' | 'deliveries'>,
+  target: ErasureTarget,
+): Promise<void> {
+  const erased = new Set(target.eventIds);
+  const eraseIn = (event: EventEnvelope) => (erased.has(event.event_id) ? blank(event) : event);
+  const eventJobIds = await repos.events.jobIdsAbout(target.companyId, target.recordId);
+  for (const name of EVENT_QUEUES) {
+    const queue: Queue<EventJobData, unknown, string> = queues[name];
+    for (const jobId of eventJobIds) {
+      const job: Job<EventJobData> | undefined = await queue.getJob(jobId);
+      if (!job) continue;
+      const data = job.data;
+      const next: EventJobData = isEventBatch(data) ? { events: data.events.map(eraseIn) } : eraseIn(data);
+      await job.updateData(next);
+    }
+  }
+  for (const jobId of await repos.deliveries.jobIdsOf(target.companyId, target.eventIds)) {
+    const job = await queues.deliveries.getJob(jobId);
+    if (!job || !erased.has(job.data.event.event_id)) continue;
+    const data: DeliveryJob = { ...job.data, event: blank(job.data.event) };
+    await job.updateData(data);
+  }
+}
