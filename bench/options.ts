@@ -9,7 +9,6 @@ export const SCENARIO_GROUPS = [
   'trips',
   'conventional',
   'tracing',
-  'durable',
   'history',
   'export',
   'webhooks',

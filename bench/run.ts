@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,durable,history,export,webhooks,feed,recovery,memory,overdue]`
+// `npm run bench [-- --quick] [-- --profile[=perf]] [-- --only=crud,batch,overhead,trips,conventional,tracing,history,export,webhooks,feed,recovery,memory,overdue]`
 // Starts its own web, worker and baseline processes against MONGO_URL (else the stand-in in a child
 // process) and a private redis-server, seeds, runs each scenario against its bare baseline and prints
 // one markdown table. Every child process is stopped at the end, on failure, on Ctrl-C and at the deadline.
@@ -16,7 +16,6 @@ import { RssSampler } from './rss.js';
 import { runBatchScenario } from './scenarios/batch.js';
 import { runConventionalScenarios } from './scenarios/conventional.js';
 import { runCrudScenarios } from './scenarios/crud.js';
-import { runDurableEventsScenario } from './scenarios/durable-events.js';
 import { runFeedLagScenario } from './scenarios/feed.js';
 import { runExportScenario, runHistoryScenarios } from './scenarios/history.js';
 import { runMemorySoak } from './scenarios/memory.js';
@@ -58,13 +57,9 @@ const deadline = setTimeout(
 /**
  * Events, tasks and items of the scenarios before (tens of thousands of each), dropped from the queues and deleted
  * from MongoDB before each comparison group and the worker scenarios. Left in `events` as unfinished, the
- * worker's first reconciliation (no mark in Redis yet) and its follow-up pass would put every one back on
- * the queues, ahead of and among the soak's and the webhook scenario's events (that was the 80
- * deliveries/s of 2026-11-24). Left in the stand-in, they are hundreds of thousands of documents its single
- * thread keeps collecting garbage over while it serves the later scenarios: at 02:13Z on 2026-11-25 it ran
- * at 81–98% of a core through the conventional, tracing and durable rows (38% for the same conventional
- * server alone), so those rows measured its pauses and the order of the scenarios, not the two servers.
- * A real MongoDB's cost per insert does not grow that way with a collection. Nothing later reads them.
+ * worker's first reconciliation would put every one back on the queues, among the later scenarios' events; left in
+ * the stand-in, they are documents its single thread keeps collecting garbage over, so later rows would measure its
+ * pauses and the order of the scenarios rather than the servers. Nothing later reads them.
  */
 async function dropEarlierScenarioRecords(stack: Stack): Promise<void> {
   for (const name of EVENT_QUEUES) {
@@ -88,9 +83,6 @@ function printProfiles(outDir: string): void {
     'web-untraced',
     'web-traced',
     'web-sampled',
-    'web-durable',
-    'web-unrecorded',
-    'web-unmoved',
     'worker',
     'bare-worker',
     'mongo',
@@ -141,7 +133,6 @@ async function main(): Promise<void> {
   for (const [group, run] of [
     ['conventional', runConventionalScenarios],
     ['tracing', runTracingScenario],
-    ['durable', runDurableEventsScenario],
     ['history', runHistoryScenarios],
     ['export', runExportScenario],
   ] as const) {
