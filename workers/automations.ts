@@ -2,7 +2,7 @@ import { processAutomationEvent } from '../src/automations/processor.js';
 import { ConsumerProgress } from '../src/events/progress.js';
 import { jobStillQueued, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
-import type { RoleStarter } from './start.js';
+import type { RoleStarter } from './role.js';
 
 /** Events evaluated at once, whichever jobs carry them. */
 const AUTOMATIONS_CONCURRENCY = 10;

@@ -1,7 +1,7 @@
 import { runErasure } from '../src/erasure/job.js';
 import { startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
-import type { RoleStarter } from './start.js';
+import type { RoleStarter } from './role.js';
 
 /** The most an erasure waits for the sequencer before its second pass (docs/erasure.md). */
 const SETTLE_MS = 30_000;
@@ -18,7 +18,12 @@ export const startErasures: RoleStarter = async ({ config, logger, container }) 
   const repos = container.repos;
   const worker = startWorker(
     'erasures',
-    async (job) => runErasure({ repos, queues: container.queues, logger, settleMs: SETTLE_MS }, job.data.company_id, job.data.erasure_id),
+    async (job) =>
+      runErasure(
+        { repos, queues: container.queues, logger, settleMs: SETTLE_MS },
+        job.data.company_id,
+        job.data.erasure_id,
+      ),
     { connection, prefix: config.QUEUE_PREFIX, lockMs: Math.max(config.JOB_LOCK_MS, SETTLE_MS + 30_000), logger },
     { concurrency: 1 },
   );

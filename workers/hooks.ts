@@ -16,7 +16,7 @@ import { observeDeliveryAttempt } from '../src/shared/metrics.js';
 import { isEventBatch, jobStillQueued, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
 import type { DeliveryJob } from '../src/shared/queues.js';
-import type { RoleStarter } from './start.js';
+import type { RoleStarter } from './role.js';
 
 /**
  * The hooks role: `hook-fanout` makes each event's first attempt to every matching hook, and

@@ -6,7 +6,8 @@ import { createRequestPathRedis, isRedisReady, pingRedisOnce } from '../src/shar
 import { exitOnStartupFailure, listenError, reachMongo, untilReachable } from '../src/shared/startup.js';
 import { shutdownTracing } from '../src/telemetry/state.js';
 import { startMetricsServer } from './metrics-server.js';
-import { startWorkers, type RunningWorkers } from './start.js';
+import { startWorkers } from './start.js';
+import type { RunningWorkers } from './role.js';
 import type { Db } from 'mongodb';
 import type { Server } from 'node:http';
 

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { metricsRegistry } from '../src/shared/metrics.js';
-import type { RoleState } from './start.js';
+import type { RoleState } from './role.js';
 
 export type DependencyState = 'ok' | 'down';
 

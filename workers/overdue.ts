@@ -3,7 +3,7 @@ import { overdueScanDuration, overdueTasksFired } from '../src/shared/metrics.js
 import { acquireScanLock, claimOverdueTick, type ScanLock } from '../src/tasks/overdue-claims.js';
 import { scanOverdueTasks } from '../src/tasks/overdue.js';
 import type { Logger } from '../src/shared/logger.js';
-import type { RoleStarter } from './start.js';
+import type { RoleStarter } from './role.js';
 
 /**
  * node-cron's own messages go to pino. Its warnings (a tick skipped because the previous scan still

@@ -2,7 +2,7 @@ import { Reconciler } from '../src/events/reconciler.js';
 import { relayPendingEvents } from '../src/events/relay.js';
 import { createQueue } from '../src/shared/queues.js';
 import { acquireRedisLock } from '../src/shared/redis-lock.js';
-import type { RoleStarter } from './start.js';
+import type { RoleStarter } from './role.js';
 
 const IDLE_POLL_MS = 250;
 const ERROR_BACKOFF_MS = 1_000;

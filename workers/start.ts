@@ -1,4 +1,4 @@
-import { createContainer, type Container } from '../src/container.js';
+import { createContainer } from '../src/container.js';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { ensureIndexes } from '../src/repositories.js';
 import { closeQueues, createQueues } from '../src/shared/queues.js';
@@ -8,44 +8,8 @@ import { startErasures } from './erasures.js';
 import { startHooks } from './hooks.js';
 import { startOverdue } from './overdue.js';
 import { startRelay } from './relay.js';
-import type { Config, WorkerRole } from '../src/config.js';
-import type { Resolver } from '../src/hooks/target-guard.js';
-import type { Logger } from '../src/shared/logger.js';
-import type { Db } from 'mongodb';
-
-export interface WorkerOptions {
-  config: Config;
-  db: Db;
-  logger: Logger;
-  /** DNS for the webhook SSRF guard at delivery time; tests inject their own. */
-  resolver?: Resolver;
-}
-
-/** What every role of a worker process shares: one container, its connections and its publisher. */
-export interface WorkerContext extends WorkerOptions {
-  container: Container<QueueEventPublisher>;
-}
-
-/**
- * What /healthz and /readyz of a worker report per role: `failing` means alive but unable to do its
- * work (e.g. the relay cannot publish), `stopped` means its consumer is no longer running at all.
- */
-export type RoleState = 'starting' | 'running' | 'failing' | 'stopped' | 'stopping';
-
-export interface RunningRole {
-  /** Stops taking new work and waits for in-flight jobs to finish. */
-  close(): Promise<void>;
-  /** The role's state; roles without one are `running` until closed. */
-  state?(): RoleState;
-}
-
-export interface RunningWorkers {
-  close(): Promise<void>;
-  /** Every configured role's state, by name. */
-  states(): Partial<Record<WorkerRole, RoleState>>;
-}
-
-export type RoleStarter = (context: WorkerContext) => Promise<RunningRole>;
+import type { WorkerRole } from '../src/config.js';
+import type { RoleStarter, RunningRole, RunningWorkers, WorkerContext, WorkerOptions } from './role.js';
 
 /** One file per role; each exports a starter. */
 const ROLES: Record<WorkerRole, RoleStarter> = {
