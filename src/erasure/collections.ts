@@ -64,6 +64,7 @@ export const COLLECTIONS: Record<string, CollectionEntry> = {
   counters: { holdsNoRecordValues: 'short_id counters' },
   app_secrets: { holdsNoRecordValues: 'the cursor signing secret' },
   erasures: { holdsNoRecordValues: 'erasure requests: the record by id only' },
+  migrations: { holdsNoRecordValues: 'start-up data migrations done: names and times' },
 };
 
 /** The steps of an erasure, in order: the collections that can hold record values. */

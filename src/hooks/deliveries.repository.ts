@@ -1,6 +1,7 @@
 import { type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
 import { HOOK_PING, type WebhookEnvelope, type WebhookEventType } from '../events/envelope.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
+import { runOnce } from '../shared/migrations.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';
 import type { DueDelivery } from '../events/reconciler.js';
 import type { DeliveryJob } from '../shared/queues.js';
@@ -146,7 +147,10 @@ export class DeliveriesRepository {
         migratable: true,
       },
     ]).then(async (rebuilt) => {
-      await DeliveriesRepository.migrateStatuses(db.collection<DeliveryDoc>('deliveries'));
+      // Three scans of a large collection: once per database, not at every start of every process.
+      await runOnce(db, 'deliveries-status', () =>
+        DeliveriesRepository.migrateStatuses(db.collection<DeliveryDoc>('deliveries')),
+      );
       return rebuilt;
     });
   }
@@ -169,10 +173,6 @@ export class DeliveriesRepository {
     }
   }
 
-  /**
-   * Erasure (docs/erasure.md): the deliveries of these events keep their attempts' status, timing and error
-   * category but lose the envelope and the receivers' answers (which may echo it).
-   */
   /** The `deliveries` queue jobs that carried these events (a retry's job, kept by BullMQ after it ran). */
   async jobIdsOf(companyId: string, eventIds: string[]): Promise<string[]> {
     if (eventIds.length === 0) return [];
@@ -185,6 +185,10 @@ export class DeliveriesRepository {
     return [...new Set(docs.flatMap((doc) => (doc.job_id ? [doc.job_id] : [])))];
   }
 
+  /**
+   * Erasure (docs/erasure.md): the deliveries of these events keep their attempts' status, timing and error
+   * category but lose the envelope and the receivers' answers (which may echo it).
+   */
   async eraseEvents(companyId: string, eventIds: string[]): Promise<void> {
     if (eventIds.length === 0) return;
     await this.deliveries.updateMany(

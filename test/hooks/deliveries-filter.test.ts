@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildEvent } from '../../src/events/envelope.js';
 import { DeliveriesRepository, HOOK_STATUS_INDEX } from '../../src/hooks/deliveries.repository.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, uniqueName, type TestApp } from '../helpers/app.js';
 import { createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 
 let t: TestApp;
@@ -125,7 +125,9 @@ describe('GET /v1/ext/hooks/{hook_id}/deliveries?status=&since=&until= (DECISION
   });
 
   it('records stored before statuses get theirs at start', async () => {
-    const deliveries = t.db.collection('deliveries');
+    // A database as the release before left it: records without status, and never started with this code.
+    const db = t.mongoClient.db(uniqueName('t'));
+    const deliveries = db.collection('deliveries');
     const base = { company_id: 'cmp_old', hook_id: 'hook_old', event_type: 'task.created', updated_at: new Date() };
     const attempt = (succeeded: boolean) => ({ attempt: 1, succeeded, attempted_at: new Date() });
     await deliveries.insertMany([
@@ -133,13 +135,14 @@ describe('GET /v1/ext/hooks/{hook_id}/deliveries?status=&since=&until= (DECISION
       { _id: 'old:delivered', ...base, attempts: [attempt(true)] },
       { _id: 'old:failed', ...base, event: {}, attempts: [attempt(true), attempt(false)], next_attempt_at: null },
     ] as never[]);
-    await DeliveriesRepository.ensureIndexes(t.db);
+    await DeliveriesRepository.ensureIndexes(db);
     const statuses = await deliveries.find({ company_id: 'cmp_old' }).sort({ _id: 1 }).toArray();
     expect(statuses.map((doc) => [doc._id, doc.status])).toEqual([
       ['old:delivered', 'succeeded'],
       ['old:due', 'pending'],
       ['old:failed', 'failed'],
     ]);
+    await db.dropDatabase();
   });
 });
 
