@@ -131,7 +131,7 @@ describe('POST /v1/ext/hooks/{hook_id}/recover (DECISIONS.md 13.2)', () => {
 
   it('refuses a period outside retention, since not before until, bad fields, and foreign hooks', async () => {
     const tenant = await createTenant(env.t.app);
-    const hook = await env.subscribe(tenant, { target_url: 'https://hooks.example.com/r', event: '*' });
+    const hook = await env.subscribe(tenant, { target_url: 'http://127.0.0.1:9/r', event: '*' });
     const paths = async (body: unknown) =>
       expectProblem(await recover(tenant, hook.hook_id, body), 400, 'validation_failed').errors.map(
         (error: { path: string }) => error.path,
