@@ -6,7 +6,7 @@ import { Worker } from 'bullmq';
 import { Agent, request } from 'undici';
 import { webhookBody } from '../src/hooks/signing.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
-import type { EventEnvelope } from '../src/events/envelope.js';
+import type { EventEnvelope } from '../src/contracts/envelope.js';
 
 const env = (name: string) => {
   const value = process.env[name];

@@ -2,10 +2,10 @@
 // Redis calls as ours and nothing else: no auth, no validation, no response schema, no hooks.
 // Tenancy comes from the query string. Env: PORT, MONGO_URL, MONGO_DB, REDIS_URL, QUEUE_PREFIX.
 import Fastify from 'fastify';
-import { SlidingWindowLimiter } from '../src/ratelimit/sliding-window.js';
 import { newId } from '../src/shared/ids.js';
 import { connectMongo } from '../src/shared/mongo.js';
 import { createRequestPathRedis } from '../src/shared/redis.js';
+import { SlidingWindowLimiter } from '../src/shared/sliding-window.js';
 import type { Document } from 'mongodb';
 
 /** Our ids are strings, not ObjectIds. */

@@ -7,7 +7,12 @@ import Fastify, {
   type RouteOptions,
 } from 'fastify';
 import { validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
-import { adminApi } from './admin/plugin.js';
+import { adminApi } from './api/admin.js';
+import { extApi } from './api/ext.js';
+import { registerOpenApi, registerOpenApiRoutes } from './api/openapi.js';
+import { opsRoutes } from './api/ops.js';
+import { registerQueueBoard } from './api/queue-board.js';
+import { registerReferencePages } from './api/reference-pages.js';
 import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
 import { createContainer, type Container } from './container.js';
@@ -16,11 +21,8 @@ import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { registerDeprecationHeaders } from './http/deprecation.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
 import { registerErrorReference } from './http/error-reference.js';
-import { extApi } from './http/ext-api.js';
 import { oversizeJsonProblem } from './http/json-shape.js';
 import { registerRequestObservation } from './http/observation.js';
-import { registerOpenApi, registerOpenApiRoutes } from './http/openapi.js';
-import { registerReferencePages } from './http/reference-pages.js';
 import { zodResponseSerializerCompiler } from './http/serializer.js';
 import {
   answerClientError,
@@ -28,20 +30,18 @@ import {
   serverTimeoutOptions,
   trustProxyOption,
 } from './http/server-options.js';
-import { registerQueueBoard } from './ops/queue-board.js';
-import { opsRoutes } from './ops/routes.js';
-import { SlidingWindowLimiter } from './ratelimit/sliding-window.js';
 import { ValidationError } from './shared/errors.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
 import { closeQueues, createQueues } from './shared/queues.js';
 import { keyNamespace, type RedisClient } from './shared/redis.js';
+import { SlidingWindowLimiter } from './shared/sliding-window.js';
 import './shared/zod-messages.js';
 import { traceRequests } from './telemetry/requests.js';
 import { tracingStarted } from './telemetry/state.js';
-import type { Config } from './config.js';
 import type { Resolver } from './hooks/target-guard.js';
 import type { Repositories } from './repositories.js';
+import type { Config } from './shared/config.js';
 import type { Db } from 'mongodb';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 

@@ -1,6 +1,6 @@
 import closeWithGrace from 'close-with-grace';
-import { loadConfigOrExit } from './config.js';
 import { QueueEventPublisher } from './events/queue-publisher.js';
+import { loadConfigOrExit } from './shared/config.js';
 import { createLogger } from './shared/logger.js';
 import { createRequestPathRedis } from './shared/redis.js';
 import { exitOnStartupFailure, listenError, reachMongo } from './shared/startup.js';

@@ -1,6 +1,6 @@
 import { buildApp } from './app.js';
-import { startMetricsListener } from './ops/metrics-listener.js';
 import { ensureIndexes } from './repositories.js';
+import { startMetricsListener } from './shared/metrics-listener.js';
 import type { App, AppDeps } from './app.js';
 
 /**

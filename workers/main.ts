@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace';
-import { loadConfigOrExit } from '../src/config.js';
+import { loadConfigOrExit } from '../src/shared/config.js';
 import { createLogger } from '../src/shared/logger.js';
 import { pingMongo } from '../src/shared/mongo.js';
 import { createRequestPathRedis, isRedisReady, pingRedisOnce } from '../src/shared/redis.js';

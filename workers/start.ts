@@ -8,7 +8,7 @@ import { startErasures } from './erasures.js';
 import { startHooks } from './hooks.js';
 import { startOverdue } from './overdue.js';
 import { startRelay } from './relay.js';
-import type { WorkerRole } from '../src/config.js';
+import type { WorkerRole } from '../src/shared/config.js';
 import type { RoleStarter, RunningRole, RunningWorkers, WorkerContext, WorkerOptions } from './role.js';
 
 /** One file per role; each exports a starter. */

@@ -1,4 +1,4 @@
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { newId } from '../../src/shared/ids.js';
 import { int, ms, type Row } from '../report.js';

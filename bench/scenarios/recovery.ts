@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
+import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { HooksRepository } from '../../src/hooks/repository.js';
 import { createChangeFeeds } from '../../src/shared/change-feeds.js';

@@ -1,5 +1,6 @@
 import { Queue } from 'bullmq';
-import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
+import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
+import { toTaskResponse } from '../../src/contracts/tasks.js';
 import { OUTBOX_MOVE_INTERVAL_MS } from '../../src/events/queue-publisher.js';
 import { newId } from '../../src/shared/ids.js';
 import { must } from '../../src/shared/must.js';
@@ -10,7 +11,6 @@ import {
   eventBatchJobId,
   type EventJobData,
 } from '../../src/shared/queues.js';
-import { toTaskResponse } from '../../src/tasks/schemas.js';
 import { waitForLine } from '../children.js';
 import { cpuMeter, formatUsage, type CpuSnapshot } from '../cpu.js';
 import { fire } from '../load.js';

@@ -5,9 +5,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { buildApp, type App } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
 import { ensureIndexes } from '../../src/repositories.js';
+import { loadConfig } from '../../src/shared/config.js';
 import { connectMongo } from '../../src/shared/mongo.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 

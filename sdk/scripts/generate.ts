@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/shared/config.js';
 
 /**
  * Generates the SDK's types from the OpenAPI document the service serves (`GET /v1/ext/openapi.json`),

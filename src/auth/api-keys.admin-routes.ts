@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { requireCompany } from '../admin/require-company.js';
+import { requireCompany } from '../http/require-company.js';
 import { noContent } from '../http/responses.js';
 import { toIso } from '../shared/time.js';
 import {

@@ -1,5 +1,5 @@
 import { ensureCollectionIndexes } from '../shared/indexes.js';
-import type { Scope } from './scopes.js';
+import type { Scope } from '../contracts/scopes.js';
 import type { Collection, Db } from 'mongodb';
 
 export interface ApiKeyDoc {

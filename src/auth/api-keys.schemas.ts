@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import { SCOPES, scopeSchema } from '../contracts/scopes.js';
 import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
-import { SCOPES, scopeSchema } from './scopes.js';
 import type { ApiKeyDoc } from './api-keys.repository.js';
 
 export const apiKeySchema = z

@@ -3,10 +3,10 @@ import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.j
 import { EXACT_TTL } from '../shared/lru.js';
 import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
-import type { EventActor } from '../events/envelope.js';
+import type { EventActor } from '../contracts/envelope.js';
+import type { Scope } from '../contracts/scopes.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
-import type { Scope } from './scopes.js';
 
 export interface AuthContext {
   companyId: string;

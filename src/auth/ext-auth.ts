@@ -3,7 +3,7 @@ import { rateLimitRejections } from '../shared/metrics.js';
 import { must } from '../shared/must.js';
 import { UnknownApiKeyError, type ApiKeyAuthenticator, type AuthContext } from './authenticator.js';
 import { failedAuthRefusal, type FailedAuthThrottle } from './failed-auth-throttle.js';
-import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
+import type { SlidingWindowLimiter } from '../shared/sliding-window.js';
 import type { LastUsedTracker } from './last-used.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 

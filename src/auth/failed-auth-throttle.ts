@@ -1,8 +1,8 @@
 import { LRUCache } from 'lru-cache';
 import { RateLimitedError } from '../shared/errors.js';
 import { rateLimitRejections } from '../shared/metrics.js';
-import type { SlidingWindowLimiter } from '../ratelimit/sliding-window.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
+import type { SlidingWindowLimiter } from '../shared/sliding-window.js';
 
 const BLOCK_ANNOUNCEMENT = 'auth-blocked';
 

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
-import { isTaskEvent, typedEvent, type TaskEvent } from '../events/kinds.js';
+import { isTaskEvent, typedEvent, type TaskEvent } from '../contracts/company-events.js';
 import { AppError } from '../shared/errors.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { MAX_AUTOMATION_DEPTH } from './schemas.js';
-import type { EventEnvelope } from '../events/envelope.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
+import type { TaskResponse } from '../contracts/tasks.js';
 import type { ItemsService } from '../items/service.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';
-import type { TaskResponse } from '../tasks/schemas.js';
 import type { TasksService } from '../tasks/service.js';
 import type { AutomationDoc, AutomationsRepository } from './repository.js';
 import type { AutomationAction, AutomationConditions } from './schemas.js';

@@ -1,7 +1,7 @@
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { toIso } from '../shared/time.js';
-import type { TaskEventType } from '../events/envelope.js';
+import type { TaskEventType } from '../contracts/envelope.js';
 import type { AutomationAction, AutomationConditions } from './schemas.js';
 import type { Collection, Db } from 'mongodb';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TASK_EVENT_TYPES } from '../events/envelope.js';
+import { TASK_EVENT_TYPES } from '../contracts/envelope.js';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput } from '../shared/time.js';
 

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { buildApp } from '../app.js';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../shared/config.js';
 
 // Writes the OpenAPI document without any server running: the clients are created but never connect.
 const config = loadConfig({ ...process.env, LOG_LEVEL: 'silent' });

@@ -1,5 +1,5 @@
 import { EVENT_QUEUES, isEventBatch, type DeliveryJob, type EventJobData, type Queues } from '../shared/queues.js';
-import type { EventEnvelope } from '../events/envelope.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { Repositories } from '../repositories.js';
 import type { ErasureTarget } from './collections.js';
 import type { Job, Queue } from 'bullmq';

@@ -1,6 +1,6 @@
+import { EVENT_TYPES, type EventType } from '../contracts/envelope.js';
 import { InsufficientScopeError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { readWithinBudget, type CursorCodec } from '../shared/pagination.js';
-import { EVENT_TYPES, type EventType } from './envelope.js';
 import { toFeedEvent, type FeedEvent, type ListEventsQuery } from './schemas.js';
 import type { AuthContext } from '../auth/authenticator.js';
 import type { FeedWaiters } from './feed-waiters.js';

@@ -1,4 +1,4 @@
-import type { EventEnvelope } from './envelope.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { EventsRepository } from './repository.js';
 import type { Collection, Db, Document, Filter, UpdateFilter, WithId } from 'mongodb';
 

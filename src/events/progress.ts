@@ -3,7 +3,7 @@ import { isEventBatch, REPUBLISHED_JOB, type EventJobData } from '../shared/queu
 import { Slots } from '../shared/slots.js';
 import { inEventTrace } from '../telemetry/events.js';
 import { tracingStarted } from '../telemetry/state.js';
-import type { EventEnvelope } from './envelope.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { EventConsumer, EventsRepository } from './repository.js';
 import type { Job } from 'bullmq';
 

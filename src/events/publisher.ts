@@ -1,4 +1,4 @@
-import type { EventEnvelope } from './envelope.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { OutboxCollection } from './outbox.js';
 
 export type { OutboxCollection };

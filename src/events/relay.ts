@@ -1,6 +1,6 @@
 import { findPending, OUTBOX_COLLECTIONS } from './outbox.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { Logger } from '../shared/logger.js';
-import type { EventEnvelope } from './envelope.js';
 import type { QueueEventPublisher } from './queue-publisher.js';
 import type { Db } from 'mongodb';
 

@@ -1,7 +1,4 @@
 import { z } from 'zod';
-import { boundedInteger, limitSchema, queryInteger } from '../shared/pagination.js';
-import { isoTimestampQuery } from '../shared/time.js';
-import { TASK_COMPLETED_EXAMPLE } from '../tasks/schemas.js';
 import {
   EVENT_TYPES,
   eventEnvelopeSchema,
@@ -10,7 +7,10 @@ import {
   type EventEnvelope,
   type EventType,
   type PublicEnvelope,
-} from './envelope.js';
+} from '../contracts/envelope.js';
+import { TASK_COMPLETED_EXAMPLE } from '../contracts/tasks.js';
+import { boundedInteger, limitSchema, queryInteger } from '../shared/pagination.js';
+import { isoTimestampQuery } from '../shared/time.js';
 
 const example = {
   event_id: 'evt_6740b7a1c2d3e4f5a6b7c8d9',

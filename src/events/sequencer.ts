@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { planEventBatches, type PlannedBatch } from '../shared/queues.js';
 import { eventBytes } from './outbox.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { HistoryRow } from '../history/rows.js';
 import type { Logger } from '../shared/logger.js';
-import type { EventEnvelope } from './envelope.js';
 import type { EventDoc, EventsRepository } from './repository.js';
 import type { PlannedSequence, SequencePlan, SequencerStore } from './sequencer-store.js';
 

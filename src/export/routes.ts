@@ -1,6 +1,6 @@
 import { authOf } from '../auth/ext-auth.js';
-import { itemSchema } from '../items/schemas.js';
-import { taskSchema } from '../tasks/schemas.js';
+import { itemSchema } from '../contracts/items.js';
+import { taskSchema } from '../contracts/tasks.js';
 import type { Export } from './service.js';
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
-import { toItemResponse } from '../items/schemas.js';
-import { toTaskResponse } from '../tasks/schemas.js';
+import { toItemResponse } from '../contracts/items.js';
+import { toTaskResponse } from '../contracts/tasks.js';
 import type { AuthContext } from '../auth/authenticator.js';
 import type { EventFeed } from '../events/feed.js';
 import type { ItemDoc, ItemsRepository } from '../items/repository.js';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { historyQuery, itemHistoryEntrySchema, taskHistoryEntrySchema } from '../contracts/history.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
-import { historyQuery, itemHistoryEntrySchema, taskHistoryEntrySchema } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const RETENTION =

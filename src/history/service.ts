@@ -1,7 +1,12 @@
+import {
+  toHistoryEntry,
+  type HistoryQuery,
+  type ItemHistoryEntry,
+  type TaskHistoryEntry,
+} from '../contracts/history.js';
 import { NotFoundError } from '../shared/errors.js';
 import { companyScopedKey } from '../shared/ids.js';
-import { toHistoryEntry, type HistoryQuery, type ItemHistoryEntry, type TaskHistoryEntry } from './schemas.js';
-import type { ItemResponse } from '../items/schemas.js';
+import type { ItemResponse } from '../contracts/items.js';
 import type { CursorCodec } from '../shared/pagination.js';
 import type { HistoryRepository } from './repository.js';
 import type { RecordKind } from './rows.js';

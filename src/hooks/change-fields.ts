@@ -1,6 +1,6 @@
-import { valueSchema } from '../items/custom-fields.js';
-import { itemSchema } from '../items/schemas.js';
-import { taskSchema } from '../tasks/schemas.js';
+import { valueSchema } from '../contracts/custom-fields.js';
+import { itemSchema } from '../contracts/items.js';
+import { taskSchema } from '../contracts/tasks.js';
 import { changeTimestamp, type FieldValueSchema, type KnownChangeFields } from './change-filter.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
 import type { HookEvent } from './repository.js';

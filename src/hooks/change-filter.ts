@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isIsoTimestamp } from '../shared/time.js';
-import type { Changes, EventType } from '../events/envelope.js';
+import type { Changes, EventType } from '../contracts/envelope.js';
 import type { FieldProblem } from '../shared/errors.js';
 
 /**

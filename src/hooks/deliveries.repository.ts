@@ -1,5 +1,5 @@
 import { type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb';
-import { HOOK_PING, type WebhookEnvelope, type WebhookEventType } from '../events/envelope.js';
+import { HOOK_PING, type WebhookEnvelope, type WebhookEventType } from '../contracts/envelope.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { runOnce } from '../shared/migrations.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';

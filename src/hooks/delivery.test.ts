@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { buildEvent } from '../events/envelope.js';
+import { buildEvent } from '../contracts/envelope.js';
 import { deliverWebhook, type DeliveryDeps } from './delivery.js';
 import { HookLanes } from './lanes.js';
 import { retryPolicyFrom } from './retry-policy.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { missingReadScope, readScopesOf } from './event-scopes.js';
-import type { Scope } from '../auth/scopes.js';
+import type { Scope } from '../contracts/scopes.js';
 
 const holding = (...scopes: Scope[]) => new Set<Scope>(['hooks:manage', ...scopes]);
 

@@ -1,4 +1,4 @@
-import type { Scope } from '../auth/scopes.js';
+import type { Scope } from '../contracts/scopes.js';
 import type { HookEvent } from './repository.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { EventEnvelope } from '../events/envelope.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { DeliveryJob } from '../shared/queues.js';
 import type { HookDoc, HooksRepository } from './repository.js';
 

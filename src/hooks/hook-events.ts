@@ -1,5 +1,5 @@
-import { HOOK_DISABLED, SYSTEM_ACTOR, type EventEnvelope } from '../events/envelope.js';
-import { buildCompanyEvent } from '../events/kinds.js';
+import { buildCompanyEvent } from '../contracts/company-events.js';
+import { HOOK_DISABLED, SYSTEM_ACTOR, type EventEnvelope } from '../contracts/envelope.js';
 import { toHookResponse } from './schemas.js';
 import type { HookDoc } from './repository.js';
 

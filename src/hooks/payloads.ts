@@ -9,10 +9,10 @@ import {
   webhookSchemaId,
   type WebhookEnvelope,
   type WebhookEventType,
-} from '../events/envelope.js';
+} from '../contracts/envelope.js';
+import { itemSchema } from '../contracts/items.js';
+import { TASK_COMPLETED_EXAMPLE, TASK_EXAMPLE, taskSchema } from '../contracts/tasks.js';
 import { responseJsonSchema } from '../http/serializer.js';
-import { itemSchema } from '../items/schemas.js';
-import { TASK_COMPLETED_EXAMPLE, TASK_EXAMPLE, taskSchema } from '../tasks/schemas.js';
 import { hookSchema } from './schemas.js';
 
 /**
@@ -29,7 +29,7 @@ const changesSchema = z
 
 /**
  * The resources as events carry them (DECISIONS.md section 13.4): an item's custom field, a task's
- * description or notes may be a TruncatedValue instead (src/events/envelope.ts, capEnvelope).
+ * description or notes may be a TruncatedValue instead (src/contracts/envelope.ts, capEnvelope).
  */
 const CAPPED =
   ' Values over the cap (custom fields of items; description and notes of tasks) are TruncatedValue markers: read the record by its id for them.';

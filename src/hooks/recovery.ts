@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { hookDeliveryKey } from './deliveries.repository.js';
 import { hookDeliveryJobId } from './fanout.js';
 import { disabledState, eventsOf, type HookDoc, type HooksRepository } from './repository.js';
-import type { EventEnvelope, EventType } from '../events/envelope.js';
+import type { EventEnvelope, EventType } from '../contracts/envelope.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveryJob } from '../shared/queues.js';

@@ -4,7 +4,7 @@ import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js'
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { passesChangeFilter, type ChangeCondition } from './change-filter.js';
-import type { EventEnvelope, EventType } from '../events/envelope.js';
+import type { EventEnvelope, EventType } from '../contracts/envelope.js';
 import type { EventsRepository } from '../events/repository.js';
 
 /** An event type, or `*` for every type. */

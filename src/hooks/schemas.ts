@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../events/envelope.js';
+import { EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../contracts/envelope.js';
 import { isoTimestampInput, isoTimestampOutput, toIso } from '../shared/time.js';
 import { conditionsToOutput, MAX_CHANGE_FIELDS, type ChangeCondition } from './change-filter.js';
 import { DELIVERY_STATUSES, type ListedAttempt } from './deliveries.repository.js';

@@ -1,4 +1,4 @@
-import { HOOK_PING, type WebhookEnvelope } from '../events/envelope.js';
+import { HOOK_PING, type WebhookEnvelope } from '../contracts/envelope.js';
 import {
   HookExistsError,
   HookLimitReachedError,

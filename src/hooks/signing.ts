@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { writeWebhookPayload } from './payloads.js';
-import type { WebhookEnvelope } from '../events/envelope.js';
+import type { WebhookEnvelope } from '../contracts/envelope.js';
 
 /** `whsec_` + base64 of 24 random bytes: the Standard Webhooks secret format receivers' libraries accept. */
 export function newWebhookSecret(): string {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import { AppError } from '../shared/errors.js';
 import { PROBLEM_CONTENT_TYPE, problemFromError } from './problem.js';
-import type { Config } from '../config.js';
+import type { Config } from '../shared/config.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';

@@ -1,8 +1,8 @@
+import { batchOperationSchemas, type batchBody, type ItemResponse } from '../contracts/items.js';
 import { problemFromError, type Problem } from '../http/problem.js';
 import { AppError, ValidationError } from '../shared/errors.js';
 import { PAGE_BUDGET_BYTES } from '../shared/pagination.js';
 import { problemsFromZodIssues } from '../shared/zod-problems.js';
-import { batchOperationSchemas, type batchBody, type ItemResponse } from './schemas.js';
 import type { Actor } from '../auth/authenticator.js';
 import type { ItemsService } from './service.js';
 import type { z } from 'zod';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { customValueOf, type CustomValues } from './custom-fields.js';
+import { customValueOf, type CustomValues } from '../contracts/custom-fields.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
 
 /** The text of a comparable custom value (text, number, boolean, list); nothing for anything else. */

@@ -7,8 +7,8 @@ import { companyScopedKey } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
-import type { EventEnvelope } from '../events/envelope.js';
-import type { CustomValues } from './custom-fields.js';
+import type { CustomValues } from '../contracts/custom-fields.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 
 export interface ItemDoc extends OutboxFields {
   _id: string;

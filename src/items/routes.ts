@@ -1,12 +1,6 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
-import { asOfQuery } from '../history/schemas.js';
-import { wellFormedFields } from '../http/error-handler.js';
-import { noContent } from '../http/responses.js';
-import { ValidationError } from '../shared/errors.js';
-import { versionEtag } from '../shared/etag.js';
-import { setNextPageHeaders } from '../shared/pagination.js';
-import { runBatch } from './batch.js';
+import { asOfQuery } from '../contracts/history.js';
 import {
   batchBody,
   batchResponse,
@@ -19,7 +13,13 @@ import {
   unknownListItemsParameters,
   updateItemBody,
   upsertItemBody,
-} from './schemas.js';
+} from '../contracts/items.js';
+import { wellFormedFields } from '../http/error-handler.js';
+import { noContent } from '../http/responses.js';
+import { ValidationError } from '../shared/errors.js';
+import { versionEtag } from '../shared/etag.js';
+import { setNextPageHeaders } from '../shared/pagination.js';
+import { runBatch } from './batch.js';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 

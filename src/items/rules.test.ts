@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_DUPLICATE_DETECTION } from '../pipelines/schemas.js';
+import { DEFAULT_DUPLICATE_DETECTION } from '../contracts/pipelines.js';
 import { checkAgainstPipeline, mergeCustom } from './service.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
 

@@ -1,8 +1,8 @@
 import { ValidationError, type FieldProblem } from '../shared/errors.js';
 import { parseQueryDecimal } from '../shared/pagination.js';
 import { isIsoDate, isIsoTimestamp } from '../shared/time.js';
+import type { FieldDefinition } from '../contracts/pipelines.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
-import type { FieldDefinition } from '../pipelines/schemas.js';
 import type { ItemDoc } from './repository.js';
 import type { Filter } from 'mongodb';
 

@@ -1,6 +1,16 @@
 import { LRUCache } from 'lru-cache';
-import { diffResources } from '../events/envelope.js';
-import { buildCompanyEvent } from '../events/kinds.js';
+import { buildCompanyEvent } from '../contracts/company-events.js';
+import { validateMetadata, type CustomValues } from '../contracts/custom-fields.js';
+import { diffResources } from '../contracts/envelope.js';
+import {
+  toItemResponse,
+  type checkDuplicatesBody,
+  type createItemBody,
+  type ItemResponse,
+  type listItemsQuery,
+  type updateItemBody,
+  type upsertItemBody,
+} from '../contracts/items.js';
 import { outboxOnInsert } from '../events/outbox.js';
 import { nextSequence } from '../shared/counters.js';
 import {
@@ -18,18 +28,8 @@ import { must } from '../shared/must.js';
 import { retryLostRaces } from '../shared/optimistic.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
 import { SequenceBlocks } from '../shared/sequence-blocks.js';
-import { validateMetadata, type CustomValues } from './custom-fields.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
 import { itemFromBytes, itemToBytes, type ItemChanges, type ItemDoc, type ItemsRepository } from './repository.js';
-import {
-  toItemResponse,
-  type checkDuplicatesBody,
-  type createItemBody,
-  type ItemResponse,
-  type listItemsQuery,
-  type updateItemBody,
-  type upsertItemBody,
-} from './schemas.js';
 import { itemSearch, nameWords } from './search.js';
 import type { Actor } from '../auth/authenticator.js';
 import type { EventPublisher } from '../events/publisher.js';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { requireCompany } from '../admin/require-company.js';
+import { createPipelineBody, pipelineSchema, updatePipelineBody } from '../contracts/pipelines.js';
+import { requireCompany } from '../http/require-company.js';
 import { toPipelineResponse } from './repository.js';
-import { createPipelineBody, pipelineSchema, updatePipelineBody } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const companyParams = z.object({ company_id: z.string() });

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { pipelineSchema } from '../contracts/pipelines.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
 import { toPipelineResponse } from './repository.js';
-import { pipelineSchema } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 const tags = ['pipelines'];

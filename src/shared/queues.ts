@@ -9,7 +9,7 @@ import {
 } from 'bullmq';
 import { jobTraceMetadata } from '../telemetry/events.js';
 import { queueTelemetry } from '../telemetry/state.js';
-import type { EventEnvelope, WebhookEnvelope } from '../events/envelope.js';
+import type { EventEnvelope, WebhookEnvelope } from '../contracts/envelope.js';
 import type { Logger } from './logger.js';
 
 /** A webhook to send: for a REST hook subscription or an automation's `webhook` action. */

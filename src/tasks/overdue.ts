@@ -1,7 +1,7 @@
-import { SYSTEM_ACTOR } from '../events/envelope.js';
-import { buildCompanyEvent } from '../events/kinds.js';
-import { toTaskResponse } from './schemas.js';
-import type { EventEnvelope } from '../events/envelope.js';
+import { buildCompanyEvent } from '../contracts/company-events.js';
+import { SYSTEM_ACTOR } from '../contracts/envelope.js';
+import { toTaskResponse } from '../contracts/tasks.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
 import type { OutboxCollection } from '../events/publisher.js';
 import type { Logger } from '../shared/logger.js';
 import type { TasksRepository } from './repository.js';

@@ -2,8 +2,8 @@ import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxFields } fro
 import { EventsRepository } from '../events/repository.js';
 import { type DeclaredIndex, ensureCollectionIndexes } from '../shared/indexes.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
-import type { EventEnvelope } from '../events/envelope.js';
-import type { TaskPriority, TaskType } from './kinds.js';
+import type { EventEnvelope } from '../contracts/envelope.js';
+import type { TaskPriority, TaskType } from '../contracts/task-kinds.js';
 import type { Collection, Db, Filter, FindCursor } from 'mongodb';
 
 export interface TaskDoc extends OutboxFields {

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { authOf } from '../auth/ext-auth.js';
+import { createTaskBody, listTasksQuery, taskSchema, updateTaskBody } from '../contracts/tasks.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
-import { createTaskBody, listTasksQuery, taskSchema, updateTaskBody } from './schemas.js';
 import { taskEtag } from './service.js';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,18 +1,18 @@
-import { diffResources, type EventEnvelope } from '../events/envelope.js';
-import { buildCompanyEvent } from '../events/kinds.js';
-import { outboxOnInsert } from '../events/outbox.js';
-import { NotFoundError, PreconditionFailedError, ValidationError, type FieldProblem } from '../shared/errors.js';
-import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
-import { newId } from '../shared/ids.js';
-import { retryLostRaces } from '../shared/optimistic.js';
-import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
+import { buildCompanyEvent } from '../contracts/company-events.js';
+import { diffResources, type EventEnvelope } from '../contracts/envelope.js';
 import {
   toTaskResponse,
   type CreateTaskBody,
   type ListTasksQuery,
   type TaskResponse,
   type UpdateTaskBody,
-} from './schemas.js';
+} from '../contracts/tasks.js';
+import { outboxOnInsert } from '../events/outbox.js';
+import { NotFoundError, PreconditionFailedError, ValidationError, type FieldProblem } from '../shared/errors.js';
+import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
+import { newId } from '../shared/ids.js';
+import { retryLostRaces } from '../shared/optimistic.js';
+import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
 import type { Actor } from '../auth/authenticator.js';
 import type { EventPublisher } from '../events/publisher.js';
 import type { ItemsRepository } from '../items/repository.js';

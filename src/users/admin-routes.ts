@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { requireCompany } from '../admin/require-company.js';
+import { requireCompany } from '../http/require-company.js';
 import { createUserBody, toUserResponse, userSchema } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 

@@ -7,7 +7,7 @@ import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js'
 import { admin, createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { automationRuns, eventIdsOf, eventsFinished, waitForRuns } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 let t: TestApp;
 let workers: { close(): Promise<void> };

@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
+import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
 import { outboxOnInsert } from '../../src/events/outbox.js';
 import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { relayPendingEvents } from '../../src/events/relay.js';

@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { clearPublished } from '../../src/events/outbox.js';
 import {
   createEventProducer,
@@ -14,7 +14,7 @@ import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js'
 import { eventsOfJob } from '../helpers/events.js';
 import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 let t: TestApp;
 let tenant: Tenant;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent, type EventEnvelope } from '../../src/events/envelope.js';
+import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { ENVELOPE_KEYS } from '../helpers/events.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { ConsumerProgress } from '../../src/events/progress.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { newId } from '../../src/shared/ids.js';
@@ -7,7 +7,7 @@ import { EVENT_BATCH_JOB, eventBatchJobId, REPUBLISHED_JOB, type EventJobData } 
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { taskData } from '../helpers/events.js';
 import { sleep, waitFor } from '../helpers/wait.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 import type { Job } from 'bullmq';
 
 let env: TestEnv;

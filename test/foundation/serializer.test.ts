@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { itemSchema } from '../../src/contracts/items.js';
+import { taskSchema } from '../../src/contracts/tasks.js';
 import { zodResponseSerializerCompiler } from '../../src/http/serializer.js';
-import { itemSchema } from '../../src/items/schemas.js';
-import { taskSchema } from '../../src/tasks/schemas.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTask, createTenant, ext } from '../helpers/fixtures.js';
 

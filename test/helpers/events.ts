@@ -1,6 +1,6 @@
+import { taskSchema } from '../../src/contracts/tasks.js';
 import { isEventBatch, type EventJobData } from '../../src/shared/queues.js';
-import { taskSchema } from '../../src/tasks/schemas.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 /**
  * A task in API shape (the reference's example) with the given fields: what an event built by a test

@@ -5,8 +5,8 @@ import { Receiver } from '../hooks/receiver.js';
 import { buildTestApp, startTestWorkers, type TestApp } from './app.js';
 import { admin, ext, type Tenant } from './fixtures.js';
 import { waitFor } from './wait.js';
-import type { WorkerRole } from '../../src/config.js';
 import type { EventConsumer } from '../../src/events/repository.js';
+import type { WorkerRole } from '../../src/shared/config.js';
 import type { FastifyInstance } from 'fastify';
 
 /**

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { compiledTree, REPO_ROOT } from '../../scripts/compiled-tree.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/shared/config.js';
 
 /** A real worker process (`dist/workers/main.js` of the compiled tree) on the test's database, Redis and queue prefix. */
 export async function spawnWorker(config: Config, env: Record<string, string>): Promise<ChildProcess> {

@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { HOOK_EVENTS_INDEX, HooksRepository } from '../../src/hooks/repository.js';
 import { onMongoCommand } from '../../src/shared/mongo-commands.js';
 import { connectMongo } from '../../src/shared/mongo.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { DeliveriesRepository, HOOK_STATUS_INDEX } from '../../src/hooks/deliveries.repository.js';
 import { buildTestApp, uniqueName, type TestApp } from '../helpers/app.js';
 import { createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';

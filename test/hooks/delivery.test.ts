@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
 import { ENVELOPE_KEYS, taskData } from '../helpers/events.js';

@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent, type EventType } from '../../src/events/envelope.js';
+import { buildEvent, type EventType } from '../../src/contracts/envelope.js';
 import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
 import { HooksRepository } from '../../src/hooks/repository.js';
 import { retryPolicyFrom } from '../../src/hooks/retry-policy.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent, WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../../src/events/envelope.js';
+import { buildEvent, WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../../src/contracts/envelope.js';
 import { webhookPayloadSchema } from '../../src/hooks/payloads.js';
 import { webhookBody } from '../../src/hooks/signing.js';
 import { must } from '../../src/shared/must.js';

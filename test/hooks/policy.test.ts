@@ -1,8 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
 import { fanOutEvent } from '../../src/hooks/fanout.js';
 import {
@@ -15,6 +14,7 @@ import {
 } from '../../src/hooks/retry-policy.js';
 import { newWebhookSecret, signedHeaders } from '../../src/hooks/signing.js';
 import { createRepositories } from '../../src/repositories.js';
+import { loadConfig } from '../../src/shared/config.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createTenant, ext } from '../helpers/fixtures.js';
 import { verifyWebhook } from './receiver.js';

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { Webhook } from 'standardwebhooks';
-import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../src/events/envelope.js';
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../src/contracts/envelope.js';
 import { webhookPayloadSchema } from '../../src/hooks/payloads.js';
 import type { AddressInfo } from 'node:net';
 

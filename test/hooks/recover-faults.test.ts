@@ -14,7 +14,7 @@ import { eventsFinished } from '../helpers/hooks.js';
 import { killHard, spawnWorker, stopGracefully } from '../helpers/processes.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { Receiver } from './receiver.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/shared/config.js';
 
 /**
  * Hook recovery under faults (DECISIONS.md 13.2, issue 62): a worker SIGKILLed mid-recovery, Redis losing its

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent } from '../../src/events/envelope.js';
+import { buildEvent } from '../../src/contracts/envelope.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { CREATED_HOOK_KEYS, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildEvent, type EventType } from '../../src/events/envelope.js';
+import { buildEvent, type EventType } from '../../src/contracts/envelope.js';
 import { HOOK_EVENTS_INDEX, HooksRepository } from '../../src/hooks/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { CREATED_HOOK_KEYS, createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEvent, type EventType } from '../../src/events/envelope.js';
+import { buildEvent, type EventType } from '../../src/contracts/envelope.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 

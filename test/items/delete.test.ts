@@ -4,7 +4,7 @@ import { scanOverdueTasks } from '../../src/tasks/overdue.js';
 import { TasksRepository } from '../../src/tasks/repository.js';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { createItem, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 let t: TestApp;
 let tenant: Tenant;

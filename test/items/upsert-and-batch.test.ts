@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createItem, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 let t: TestApp;
 let tenant: Tenant;

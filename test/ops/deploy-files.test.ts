@@ -79,6 +79,6 @@ describe('deployment files', () => {
   it('is licensed Apache-2.0 in LICENSE, package.json and the OpenAPI document', () => {
     expect(read('LICENSE')).toMatch(/^\s*Apache License\s+Version 2\.0, January 2004/);
     expect(JSON.parse(read('package.json')).license).toBe('Apache-2.0');
-    expect(read('src/http/openapi.ts')).toContain("{ name: 'Apache-2.0', identifier: 'Apache-2.0' }"); // both documents: test/ops/observability.test.ts
+    expect(read('src/api/openapi.ts')).toContain("{ name: 'Apache-2.0', identifier: 'Apache-2.0' }"); // both documents: test/ops/observability.test.ts
   });
 });

@@ -66,7 +66,7 @@ describe('/metrics of the web process', () => {
   });
 
   it('METRICS_TOKEN shorter than 16 characters is a configuration error', async () => {
-    const { loadConfig } = await import('../../src/config.js');
+    const { loadConfig } = await import('../../src/shared/config.js');
     expect(() => loadConfig({ METRICS_TOKEN: 'short' })).toThrow(
       'Invalid configuration: METRICS_TOKEN: expected at least 16 characters',
     );

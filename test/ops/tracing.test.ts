@@ -250,7 +250,7 @@ describe('a publish coalescing a sampled request’s event with events of reques
 
 describe('tracing configuration', () => {
   it('refuses a malformed OTLP endpoint at start with one line', async () => {
-    const { loadConfig } = await import('../../src/config.js');
+    const { loadConfig } = await import('../../src/shared/config.js');
     expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' })).toThrow(
       'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT: expected an http:// or https:// URL',
     );

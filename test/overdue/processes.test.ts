@@ -8,7 +8,7 @@ import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { eventsOfJob } from '../helpers/events.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { insertOpenTasks } from './seed.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 import type { EventJobData } from '../../src/shared/queues.js';
 
 const RUN_MS = 10_000;

@@ -5,7 +5,7 @@ import { TasksRepository } from '../../src/tasks/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { insertOpenTasks } from './seed.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 // The scan on its own (no cron, no queues): each test looks only at its own tasks, since a scan covers every company.
 let t: TestApp;

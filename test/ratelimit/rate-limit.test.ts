@@ -3,8 +3,8 @@ import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
-import { SlidingWindowLimiter } from '../../src/ratelimit/sliding-window.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
+import { SlidingWindowLimiter } from '../../src/shared/sliding-window.js';
 import { buildTestApp, testConfig, type TestApp } from '../helpers/app.js';
 import { createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENVELOPE_MAX_BYTES } from '../../src/events/envelope.js';
+import { ENVELOPE_MAX_BYTES } from '../../src/contracts/envelope.js';
 import { PAGE_BUDGET_BYTES } from '../../src/shared/pagination.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';

@@ -5,10 +5,10 @@
  * FUZZ_CONCURRENCY (routes fuzzed at once, default 4). Exits 1 when any case broke a property.
  */
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { startEmbeddedMongo } from '../../src/dev/embedded-mongo.js';
 import { hasRedisServerBinary, PrivateRedisServer } from '../../src/dev/redis-server.js';
 import { ensureIndexes } from '../../src/repositories.js';
+import { loadConfig } from '../../src/shared/config.js';
 import { connectMongo } from '../../src/shared/mongo.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { TEST_ADMIN_TOKEN, uniqueName } from '../helpers/app.js';

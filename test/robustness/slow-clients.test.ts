@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/shared/config.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { createTenant } from '../helpers/fixtures.js';
 

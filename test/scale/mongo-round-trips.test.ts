@@ -12,7 +12,7 @@ import { connectMongo, type MongoConnection } from '../../src/shared/mongo.js';
 import { createRequestPathRedis, type RedisClient } from '../../src/shared/redis.js';
 import { testConfig } from '../helpers/app.js';
 import { createTenant, ext, type Tenant } from '../helpers/fixtures.js';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/shared/config.js';
 
 let config: Config;
 let mongo: MongoConnection;

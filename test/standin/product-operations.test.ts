@@ -15,7 +15,7 @@ import { IdempotencyRepository } from '../../src/idempotency/repository.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { nextSequence } from '../../src/shared/counters.js';
 import { ensureCollectionIndexes, IndexMigrationRequired } from '../../src/shared/indexes.js';
-import type { EventEnvelope } from '../../src/events/envelope.js';
+import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 const REAL_URL = process.env.MONGO_URL;
 const isReal = !!REAL_URL;

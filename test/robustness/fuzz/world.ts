@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hookDeliveryKey } from '../../../src/hooks/deliveries.repository.js';
 import { seedResources } from '../../helpers/ext-routes.js';
 import { admin, createKey, createTenant, ext, tenantFrom, type Tenant } from '../../helpers/fixtures.js';
-import type { EventEnvelope } from '../../../src/events/envelope.js';
+import type { EventEnvelope } from '../../../src/contracts/envelope.js';
 import type { FastifyInstance } from 'fastify';
 
 /** A tenant whose records the fuzzed routes refer to. */

@@ -3,11 +3,11 @@ import { eventsRoutes } from '../events/routes.js';
 import { exportRoutes } from '../export/routes.js';
 import { historyRoutes } from '../history/routes.js';
 import { hooksRoutes } from '../hooks/routes.js';
+import { answerUnknownRoute } from '../http/error-handler.js';
 import { registerIdempotency } from '../idempotency/plugin.js';
 import { itemsRoutes } from '../items/routes.js';
 import { pipelinesRoutes } from '../pipelines/routes.js';
 import { tasksRoutes } from '../tasks/routes.js';
-import { answerUnknownRoute } from './error-handler.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 /** Everything under `/v1/ext/`: one auth hook and idempotency for all routes, then the features. */

@@ -1,6 +1,6 @@
-import { itemSchema, type ItemResponse } from '../items/schemas.js';
 import { buildEvent, type EventEnvelope, type EventOptions, type EventType } from './envelope.js';
-import type { TaskResponse } from '../tasks/schemas.js';
+import { itemSchema, type ItemResponse } from './items.js';
+import type { TaskResponse } from './tasks.js';
 
 /**
  * Company events typed by kind: `data` is the resource of the event's type, in its API shape. A union

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampInput, isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
-import { TASK_PRIORITIES, TASK_TYPES } from './kinds.js';
-import type { TaskDoc } from './repository.js';
+import { TASK_PRIORITIES, TASK_TYPES } from './task-kinds.js';
+import type { TaskDoc } from '../tasks/repository.js';
 
 /** One entity schema; its keys are exactly the spec's Task table, in that order (DECISIONS.md section 8). */
 const MAX_MINUTES = 525_600; // one year

@@ -1,8 +1,8 @@
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
-import { isAdminToken } from '../admin/plugin.js';
 import { failedAuthRefusal } from '../auth/failed-auth-throttle.js';
+import { isAdminToken } from './admin.js';
 import type { Queue } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 

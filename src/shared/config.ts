@@ -1,7 +1,7 @@
 import ipaddr from 'ipaddr.js';
 import cron from 'node-cron';
 import { z } from 'zod';
-import { isClusterUrl, parseClusterUrl, queuePrefixFor } from './shared/redis.js';
+import { isClusterUrl, parseClusterUrl, queuePrefixFor } from './redis.js';
 
 export const WORKER_ROLES = ['automations', 'hooks', 'overdue', 'relay', 'erasures'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { metricsRegistry } from '../shared/metrics.js';
+import { metricsRegistry } from './metrics.js';
 
 /**
  * The web process's /metrics on METRICS_PORT (DECISIONS.md section 12.4), apart from the API port so

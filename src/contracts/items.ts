@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import { errorTypeUri } from '../http/error-reference.js';
 import { problemSchema } from '../http/problem.js';
+import { isFilterParameter } from '../items/search.js';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
 import { customValueOf, type CustomValue } from './custom-fields.js';
-import { isFilterParameter } from './search.js';
+import type { ItemDoc } from '../items/repository.js';
 import type { PipelineDoc } from '../pipelines/repository.js';
-import type { ItemDoc } from './repository.js';
 
 const customValueSchema = z.union([z.string(), z.number(), z.boolean(), z.array(z.string()), z.null()]);
 

@@ -1,7 +1,7 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import { buildCompanyEvent, isTaskEvent, typedEvent } from './kinds.js';
-import type { ItemResponse } from '../items/schemas.js';
-import type { TaskResponse } from '../tasks/schemas.js';
+import { buildCompanyEvent, isTaskEvent, typedEvent } from './company-events.js';
+import type { ItemResponse } from './items.js';
+import type { TaskResponse } from './tasks.js';
 
 const SYSTEM = { actor: { type: 'system' as const } };
 const task = { task_id: 'tsk_1', created_by: 'usr_1' } as TaskResponse;

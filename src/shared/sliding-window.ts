@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
-import type { Logger } from '../shared/logger.js';
-import type { RedisClient } from '../shared/redis.js';
+import type { Logger } from './logger.js';
+import type { RedisClient } from './redis.js';
 
 export interface RateLimitDecision {
   allowed: boolean;

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { eventActorSchema, MAX_SEQUENCE, sequenceSchema } from '../events/envelope.js';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
-import type { HistoryEntryRow } from './repository.js';
+import { eventActorSchema, MAX_SEQUENCE, sequenceSchema } from './envelope.js';
+import type { HistoryEntryRow } from '../history/repository.js';
 
 const ITEM_TYPES = ['item.created', 'item.updated', 'item.deleted'] as const;
 const TASK_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue', 'task.deleted'] as const;
