@@ -5,7 +5,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { createQueue, EVENT_QUEUES } from '../src/shared/queues.js';
+import { EVENT_QUEUES } from '../src/contracts/jobs.js';
+import { createQueue } from '../src/shared/queues.js';
 import { Children } from './children.js';
 import { cpuMeter } from './cpu.js';
 import { parseOptions, type BenchOptions } from './options.js';

@@ -16,6 +16,7 @@ import { registerReferencePages } from './api/reference-pages.js';
 import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
 import { createContainer, type Container } from './container.js';
+import { QUEUE_NAMES } from './contracts/jobs.js';
 import { countPendingOutboxes } from './events/outbox.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { registerDeprecationHeaders } from './http/deprecation.js';
@@ -166,7 +167,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerDeprecationHeaders(app);
 
   // Queue handles for the services, the board and the depth metrics; outages surface there, never as a crash.
-  const queues = createQueues({ connection: deps.redis, prefix: deps.config.QUEUE_PREFIX });
+  const queues = createQueues(QUEUE_NAMES, { connection: deps.redis, prefix: deps.config.QUEUE_PREFIX });
   const untrack = [trackQueues(Object.values(queues)), trackOutbox(() => countPendingOutboxes(deps.db))];
 
   // Stage 2: shared decorators: every repository and service, built once (src/container.ts).

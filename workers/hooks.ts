@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DelayedError, UnrecoverableError } from 'bullmq';
+import { isEventBatch } from '../src/contracts/jobs.js';
 import { ConsumerProgress, WORKER_RECORD_INTERVAL_MS } from '../src/events/progress.js';
 import { hookDeliveryKey, type AttemptRecord } from '../src/hooks/deliveries.repository.js';
 import { deliverWebhook, type DeliveryDeps, type DeliveryOutcome } from '../src/hooks/delivery.js';
@@ -13,9 +14,9 @@ import { WebhookSender } from '../src/hooks/sender.js';
 import { Coalescer } from '../src/shared/coalesce.js';
 import { withoutRedaction } from '../src/shared/logger.js';
 import { observeDeliveryAttempt } from '../src/shared/metrics.js';
-import { isEventBatch, jobStillQueued, startWorker } from '../src/shared/queues.js';
+import { jobStillQueued, startWorker } from '../src/shared/queues.js';
 import { createWorkerRedis } from '../src/shared/redis.js';
-import type { DeliveryJob } from '../src/shared/queues.js';
+import type { DeliveryJob } from '../src/contracts/jobs.js';
 import type { RoleStarter } from './role.js';
 
 /**

@@ -1,4 +1,5 @@
 import { createContainer } from '../src/container.js';
+import { QUEUE_NAMES } from '../src/contracts/jobs.js';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { ensureIndexes } from '../src/repositories.js';
 import { closeQueues, createQueues } from '../src/shared/queues.js';
@@ -31,7 +32,7 @@ export function createWorkerContext(options: WorkerOptions): WorkerContext & { c
   redis.on('error', () => {});
   const queueConnection = createWorkerRedis(config.REDIS_URL);
   queueConnection.on('error', () => {});
-  const queues = createQueues({ connection: queueConnection, prefix: config.QUEUE_PREFIX });
+  const queues = createQueues(QUEUE_NAMES, { connection: queueConnection, prefix: config.QUEUE_PREFIX });
   const container = createContainer({
     config,
     db,

@@ -1,16 +1,11 @@
 import { Queue } from 'bullmq';
 import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
+import { EVENT_BATCH_JOB, eventBatchJobId, type EventJobData } from '../../src/contracts/jobs.js';
 import { toTaskResponse } from '../../src/contracts/tasks.js';
 import { OUTBOX_MOVE_INTERVAL_MS } from '../../src/events/queue-publisher.js';
 import { newId } from '../../src/shared/ids.js';
 import { must } from '../../src/shared/must.js';
-import {
-  createQueue,
-  DEFAULT_JOB_OPTIONS,
-  EVENT_BATCH_JOB,
-  eventBatchJobId,
-  type EventJobData,
-} from '../../src/shared/queues.js';
+import { createQueue, DEFAULT_JOB_OPTIONS } from '../../src/shared/queues.js';
 import { waitForLine } from '../children.js';
 import { cpuMeter, formatUsage, type CpuSnapshot } from '../cpu.js';
 import { fire } from '../load.js';

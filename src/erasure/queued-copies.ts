@@ -1,4 +1,5 @@
-import { EVENT_QUEUES, isEventBatch, type DeliveryJob, type EventJobData, type Queues } from '../shared/queues.js';
+import { EVENT_QUEUES, isEventBatch, type DeliveryJob, type EventJobData } from '../contracts/jobs.js';
+import { type Queues } from '../shared/queues.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { Repositories } from '../repositories.js';
 import type { ErasureTarget } from './collections.js';

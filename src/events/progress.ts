@@ -1,5 +1,5 @@
+import { isEventBatch, REPUBLISHED_JOB, type EventJobData } from '../contracts/jobs.js';
 import { Coalescer } from '../shared/coalesce.js';
-import { isEventBatch, REPUBLISHED_JOB, type EventJobData } from '../shared/queues.js';
 import { Slots } from '../shared/slots.js';
 import { inEventTrace } from '../telemetry/events.js';
 import { tracingStarted } from '../telemetry/state.js';

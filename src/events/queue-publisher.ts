@@ -1,16 +1,11 @@
+import { EVENT_BATCH_JOB, EVENT_QUEUES, REPUBLISHED_JOB, type EventQueue, type PlannedBatch } from '../contracts/jobs.js';
 import { HistoryRepository } from '../history/repository.js';
 import { historyRowsOf } from '../history/rows.js';
 import { feedChannel } from '../shared/change-feeds.js';
 import { Coalescer } from '../shared/coalesce.js';
-import {
-  createEventProducer,
-  publishEventBatches,
-  publishEvents,
-  type PlannedBatch,
-  type QueueSettings,
-} from '../shared/queues.js';
+import { createEventProducer, DEFAULT_JOB_OPTIONS, type QueueSettings } from '../shared/queues.js';
 import { withTimeout } from '../shared/time.js';
-import { inPublishSpan } from '../telemetry/events.js';
+import { inPublishSpan, jobTraceMetadata } from '../telemetry/events.js';
 import { clearPublished, eventBytes } from './outbox.js';
 import { EventsRepository, type EventConsumer } from './repository.js';
 import { SequencerStore } from './sequencer-store.js';
@@ -198,4 +193,49 @@ export class QueueEventPublisher implements EventPublisher {
     await this.sequencer.stop();
     await this.producer.close();
   }
+}
+/**
+ * Adds a move's batches to every event queue (one job per batch and queue), in one atomic round trip.
+ * Each job continues the trace of its first event that has one (the publish span's, when it is in
+ * that trace); its consumers run every other event in that event's own trace.
+ */
+export async function publishEventBatches(producer: FlowProducer, batches: PlannedBatch[]): Promise<void> {
+  await producer.addBulk(
+    batches.flatMap(({ jobId, events }) => {
+      const traced = events.find((event) => event.traceparent);
+      const metadata = traced ? jobTraceMetadata(traced) : undefined;
+      return EVENT_QUEUES.map((queueName) => ({
+        name: EVENT_BATCH_JOB,
+        queueName,
+        data: { events },
+        opts: { ...DEFAULT_JOB_OPTIONS, jobId, ...(metadata ? { telemetry: { metadata } } : {}) },
+      }));
+    }),
+  );
+}
+
+/**
+ * Adds each event to the queues of the consumers still to run it, with jobId = event_id, so a
+ * re-publish of an event BullMQ still holds is a no-op.
+ */
+export async function publishEvents(
+  producer: FlowProducer,
+  events: Array<{ event: EventEnvelope; consumers: readonly EventQueue[] }>,
+  options: { republished?: boolean } = {},
+): Promise<void> {
+  await producer.addBulk(
+    events.flatMap(({ event, consumers }) =>
+      // A FlowProducer does not apply a queue's defaults; each job carries them.
+      consumers.map((queueName) => {
+        // Each job continues its own event's trace, whichever traces the batch mixes.
+        const metadata = jobTraceMetadata(event);
+        return {
+          name: options.republished ? REPUBLISHED_JOB : event.type,
+          queueName,
+          data: event,
+          opts: { ...DEFAULT_JOB_OPTIONS, jobId: event.event_id, ...(metadata ? { telemetry: { metadata } } : {}) },
+        };
+      }),
+    ),
+  );
 }

@@ -1,6 +1,6 @@
 import { EVENT_CONSUMERS, type EventsRepository } from './repository.js';
+import type { DeliveryJob } from '../contracts/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import type { DeliveryJob } from '../shared/queues.js';
 import type { RedisClient } from '../shared/redis.js';
 import type { QueueEventPublisher } from './queue-publisher.js';
 import type { Queue } from 'bullmq';

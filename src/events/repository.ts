@@ -1,7 +1,7 @@
 import { type Collection, type Db, type Filter, type FindCursor, type UpdateFilter } from 'mongodb';
+import { EVENT_QUEUES, type EventQueue } from '../contracts/jobs.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';
-import { EVENT_QUEUES, type EventQueue } from '../shared/queues.js';
 import type { EventEnvelope, EventType } from '../contracts/envelope.js';
 
 /** The consumers of every event (each an event queue): what each has finished is recorded on the event. */

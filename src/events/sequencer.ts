@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { planEventBatches, type PlannedBatch } from '../shared/queues.js';
+import { planEventBatches, type PlannedBatch } from '../contracts/jobs.js';
 import { eventBytes } from './outbox.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { HistoryRow } from '../history/rows.js';

@@ -3,8 +3,8 @@ import { hookDisabledEvent } from './hook-events.js';
 import { disabledState, type HookDoc, type HooksRepository } from './repository.js';
 import { DISABLE_AFTER_FAILING_MS, retryDelay, type RetryPolicy } from './retry-policy.js';
 import { signedHeaders, signingSecrets, webhookBody } from './signing.js';
+import type { DeliveryJob } from '../contracts/jobs.js';
 import type { Logger } from '../shared/logger.js';
-import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveryError, SendResult, WebhookRequest } from './sender.js';
 import type { WebhookSecretsRepository } from './webhook-secrets.repository.js';
 

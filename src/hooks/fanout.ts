@@ -1,5 +1,5 @@
 import type { EventEnvelope } from '../contracts/envelope.js';
-import type { DeliveryJob } from '../shared/queues.js';
+import type { DeliveryJob } from '../contracts/jobs.js';
 import type { HookDoc, HooksRepository } from './repository.js';
 
 /**

@@ -3,9 +3,9 @@ import { hookDeliveryKey } from './deliveries.repository.js';
 import { hookDeliveryJobId } from './fanout.js';
 import { disabledState, eventsOf, type HookDoc, type HooksRepository } from './repository.js';
 import type { EventEnvelope, EventType } from '../contracts/envelope.js';
+import type { DeliveryJob } from '../contracts/jobs.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { Logger } from '../shared/logger.js';
-import type { DeliveryJob } from '../shared/queues.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
 import type { RecoveriesRepository, RecoveryDoc } from './recoveries.repository.js';
 

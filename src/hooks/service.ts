@@ -37,9 +37,9 @@ import {
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
 import type { ApiKeyDoc } from '../auth/api-keys.repository.js';
 import type { Actor, AuthContext } from '../auth/authenticator.js';
+import type { DeliveryJob } from '../contracts/jobs.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { PipelinesRepository } from '../pipelines/repository.js';
-import type { DeliveryJob } from '../shared/queues.js';
 import type { ChangeCondition } from './change-filter.js';
 import type { DeliveriesQuery, DeliveriesRepository } from './deliveries.repository.js';
 import type { RecoveriesRepository } from './recoveries.repository.js';

@@ -3,9 +3,11 @@ import { join } from 'node:path';
 import { EJSON } from 'bson';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QUEUE_NAMES } from '../../src/contracts/jobs.js';
 import { COLLECTIONS } from '../../src/erasure/collections.js';
 import { runErasure } from '../../src/erasure/job.js';
-import { closeQueues, createQueues, type Queues } from '../../src/shared/queues.js';
+import { closeQueues, createQueues } from '../../src/shared/queues.js';
+import { type Queues } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createItem, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
@@ -30,7 +32,7 @@ beforeAll(async () => {
   // The receiver echoes what it got, so the delivery record's response_body holds the record's values too.
   receiver = await Receiver.start((request) => ({ status: 500, body: request.body }));
   workers = await startTestWorkers(t.config, t.db, ['relay', 'hooks', 'erasures']);
-  queues = createQueues({ connection: t.redis, prefix: t.config.QUEUE_PREFIX });
+  queues = createQueues(QUEUE_NAMES, { connection: t.redis, prefix: t.config.QUEUE_PREFIX });
 });
 afterAll(async () => {
   if (queues) await closeQueues(queues);

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/contracts/envelope.js';
+import { EVENT_BATCH_JOB, eventBatchJobId, REPUBLISHED_JOB, type EventJobData } from '../../src/contracts/jobs.js';
 import { ConsumerProgress } from '../../src/events/progress.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { newId } from '../../src/shared/ids.js';
-import { EVENT_BATCH_JOB, eventBatchJobId, REPUBLISHED_JOB, type EventJobData } from '../../src/shared/queues.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { taskData } from '../helpers/events.js';
 import { sleep, waitFor } from '../helpers/wait.js';

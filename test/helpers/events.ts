@@ -1,5 +1,5 @@
+import { isEventBatch, type EventJobData } from '../../src/contracts/jobs.js';
 import { taskSchema } from '../../src/contracts/tasks.js';
-import { isEventBatch, type EventJobData } from '../../src/shared/queues.js';
 import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 /**

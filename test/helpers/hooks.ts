@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { must } from '../../src/shared/must.js';
-import { createQueue, type QueueName } from '../../src/shared/queues.js';
+import { createQueue } from '../../src/shared/queues.js';
+import { type QueueName } from '../../src/shared/queues.js';
 import { Receiver } from '../hooks/receiver.js';
 import { buildTestApp, startTestWorkers, type TestApp } from './app.js';
 import { admin, ext, type Tenant } from './fixtures.js';

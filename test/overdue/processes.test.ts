@@ -9,7 +9,7 @@ import { eventsOfJob } from '../helpers/events.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { insertOpenTasks } from './seed.js';
 import type { EventEnvelope } from '../../src/contracts/envelope.js';
-import type { EventJobData } from '../../src/shared/queues.js';
+import type { EventJobData } from '../../src/contracts/jobs.js';
 
 const RUN_MS = 10_000;
 
