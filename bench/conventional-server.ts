@@ -19,9 +19,9 @@ import { createTaskBody, taskSchema, toTaskResponse } from '../src/contracts/tas
 import { toPipelineResponse } from '../src/pipelines/repository.js';
 import { newId } from '../src/shared/ids.js';
 import type { ApiKeyDoc } from '../src/auth/api-keys.repository.js';
-import type { ItemDoc } from '../src/items/repository.js';
-import type { PipelineDoc } from '../src/pipelines/repository.js';
-import type { TaskDoc } from '../src/tasks/repository.js';
+import type { ItemDoc } from '../src/contracts/items.js';
+import type { PipelineDoc } from '../src/contracts/pipelines.js';
+import type { TaskDoc } from '../src/contracts/tasks.js';
 
 const env = (name: string) => {
   const value = process.env[name];

@@ -16,7 +16,8 @@ import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { newId } from '../src/shared/ids.js';
 import { createQueue } from '../src/shared/queues.js';
 import { scanOverdueTasks, type OverdueScanDeps } from '../src/tasks/overdue.js';
-import { TasksRepository, type TaskDoc } from '../src/tasks/repository.js';
+import { TasksRepository } from '../src/tasks/repository.js';
+import { type TaskDoc } from '../src/contracts/tasks.js';
 import { compiled } from './children.js';
 
 const TOTAL = 100_000;

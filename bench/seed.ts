@@ -3,8 +3,8 @@ import { duplicateTokens } from '../src/items/duplicates.js';
 import { nameWords } from '../src/items/search.js';
 import { newId } from '../src/shared/ids.js';
 import { must } from '../src/shared/must.js';
-import type { ItemDoc } from '../src/items/repository.js';
-import type { PipelineDoc } from '../src/pipelines/repository.js';
+import type { ItemDoc } from '../src/contracts/items.js';
+import type { PipelineDoc } from '../src/contracts/pipelines.js';
 import type { Stack } from './stack.js';
 
 /** The `source` of the seeded items, which every scenario's own items lack (theirs come through the API). */

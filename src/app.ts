@@ -17,7 +17,6 @@ import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
 import { createContainer, type Container } from './container.js';
 import { QUEUE_NAMES } from './contracts/jobs.js';
-import { countPendingOutboxes } from './events/outbox.js';
 import { relayOnlyPublisher, type EventPublisher } from './events/publisher.js';
 import { registerDeprecationHeaders } from './http/deprecation.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
@@ -34,6 +33,7 @@ import {
 import { ValidationError } from './shared/errors.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
+import { countPendingOutboxes } from './shared/outbox.js';
 import { closeQueues, createQueues } from './shared/queues.js';
 import { keyNamespace, type RedisClient } from './shared/redis.js';
 import { SlidingWindowLimiter } from './shared/sliding-window.js';

@@ -2,7 +2,7 @@ import { must } from '../../src/shared/must.js';
 import { compare, type LoadTarget } from '../load.js';
 import { comparisonRow, int, type Row } from '../report.js';
 import { compareSettings, json, type BenchContext } from './context.js';
-import type { ItemDoc } from '../../src/items/repository.js';
+import type { ItemDoc } from '../../src/contracts/items.js';
 import type autocannon from 'autocannon';
 
 const CRUD_TARGET = 0.7;

@@ -1,13 +1,13 @@
 import fastifySwagger from '@fastify/swagger';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { WEBHOOK_EVENT_TYPES, webhookSchemaId } from '../contracts/envelope.js';
+import { FILTER_OPERATORS } from '../contracts/items.js';
 import { deprecationHeaders, type FieldDeprecation } from '../http/deprecation.js';
 import { ERROR_CATALOGUE, errorTypeUri } from '../http/error-reference.js';
 import { operationIdOf } from '../http/operation-ids.js';
 import { describeParameters } from '../http/parameter-descriptions.js';
 import { PROBLEM_CONTENT_TYPE } from '../http/problem.js';
 import { addErrorResponses, IF_MATCH } from '../http/responses.js';
-import { FILTER_OPERATORS } from '../items/search.js';
 import type { FastifyInstance } from 'fastify';
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any

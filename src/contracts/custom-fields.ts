@@ -3,8 +3,7 @@ import { z } from 'zod';
 import { ValidationError } from '../shared/errors.js';
 import { isIsoDate, isIsoTimestamp } from '../shared/time.js';
 import { problemsFromZodIssues } from '../shared/zod-problems.js';
-import type { PipelineDoc } from '../pipelines/repository.js';
-import type { FieldDefinition } from './pipelines.js';
+import type { PipelineDoc, FieldDefinition } from './pipelines.js';
 
 export type CustomValue = string | number | boolean | string[] | null;
 export type CustomValues = Record<string, CustomValue>;

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
 import { eventActorSchema, MAX_SEQUENCE, sequenceSchema } from './envelope.js';
-import type { HistoryEntryRow } from '../history/repository.js';
+import type { HistoryRow } from './history-rows.js';
+
 
 const ITEM_TYPES = ['item.created', 'item.updated', 'item.deleted'] as const;
 const TASK_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue', 'task.deleted'] as const;
@@ -81,3 +82,8 @@ export function toHistoryEntry(row: HistoryEntryRow): ItemHistoryEntry | TaskHis
     changes: row.changes,
   } as ItemHistoryEntry | TaskHistoryEntry;
 }
+
+export type HistoryEntryRow = Pick<
+  HistoryRow,
+  '_id' | 'sequence' | 'occurred_at' | 'type' | 'actor' | 'version' | 'changes' | 'kind'
+>;

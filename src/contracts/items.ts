@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import { errorTypeUri } from '../http/error-reference.js';
 import { problemSchema } from '../http/problem.js';
-import { isFilterParameter } from '../items/search.js';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
-import { customValueOf, type CustomValue } from './custom-fields.js';
-import type { ItemDoc } from '../items/repository.js';
-import type { PipelineDoc } from '../pipelines/repository.js';
+import { customValueOf } from './custom-fields.js';
+import type { OutboxFields } from '../shared/outbox.js';
+import type { CustomValues, CustomValue } from './custom-fields.js';
+import type { EventEnvelope } from './envelope.js';
+import type { PipelineDoc } from './pipelines.js';
 
 const customValueSchema = z.union([z.string(), z.number(), z.boolean(), z.array(z.string()), z.null()]);
 
@@ -325,4 +326,43 @@ export function toItemResponse(doc: ItemDoc, pipeline: PipelineDoc): ItemRespons
   for (const field of pipeline.fields)
     response[field.name] = (customValueOf(doc.custom, field.name) ?? null) as CustomValue;
   return response;
+}
+
+/** An item as stored in `items` (the items repository is the only code that reads or writes it). */
+export interface ItemDoc extends OutboxFields<EventEnvelope> {
+  _id: string;
+  company_id: string;
+  short_id: string;
+  name: string;
+  pipeline_id: string;
+  stage_id: string;
+  status_id: string | null;
+  contact_id: string | null;
+  source: string;
+  /** Custom field values live in their own sub-document so they can never collide with core fields. */
+  custom: CustomValues;
+  /** Normalised comparable values for the duplicate check (see duplicates.ts). */
+  dup_tokens: string[];
+  /** The integrator's own id, unique per company among live items (null: none). */
+  external_id: string | null;
+  /** Lower-cased words of the name, for `q` (see search.ts). */
+  name_words: string[];
+  version: number;
+  created_at: Date;
+  updated_at: Date;
+  /** Set by DELETE: the item is archived, not erased, and every read below leaves it out (null or absent: live). */
+  archived_at?: Date | null;
+  /** An archived item's external_id, moved aside so that the id can name a new item. */
+  archived_external_id?: string;
+}
+
+/** The custom-field filters of a list: `metadata.<field>[<operator>]` (src/items/search.ts builds the query). */
+export const FILTER_OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'exists'] as const;
+export type FilterOperator = (typeof FILTER_OPERATORS)[number];
+
+/** `metadata.deal_value[gte]` → field `deal_value`, operator `gte`; `metadata.industry` → `eq`. */
+export const FILTER_PARAMETER = /^metadata\.([^[\]]+)(?:\[([^[\]]*)\])?$/;
+
+export function isFilterParameter(name: string): boolean {
+  return name.startsWith('metadata.');
 }

@@ -163,3 +163,29 @@ export const pipelineSchema = z
   });
 
 export type PipelineResponse = z.infer<typeof pipelineSchema>;
+
+export interface StageDoc {
+  stage_id: string;
+  name: string;
+  position: number;
+}
+
+export interface StatusDoc {
+  status_id: string;
+  name: string;
+}
+
+/** A pipeline as stored in `pipelines` (the pipelines repository is the only code that reads or writes it). */
+export interface PipelineDoc {
+  _id: string;
+  company_id: string;
+  name: string;
+  stages: StageDoc[];
+  statuses: StatusDoc[];
+  fields: FieldDefinition[];
+  duplicate_detection: DuplicateDetection;
+  /** Bumped on every change; caches keyed by it (e.g. compiled metadata schemas) never go stale. */
+  revision: number;
+  created_at: Date;
+  updated_at: Date;
+}

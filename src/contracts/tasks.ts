@@ -2,7 +2,10 @@ import { z } from 'zod';
 import { limitSchema } from '../shared/pagination.js';
 import { isoTimestampInput, isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js';
 import { TASK_PRIORITIES, TASK_TYPES } from './task-kinds.js';
-import type { TaskDoc } from '../tasks/repository.js';
+import type { OutboxFields } from '../shared/outbox.js';
+import type { EventEnvelope } from './envelope.js';
+import type { TaskPriority, TaskType } from './task-kinds.js';
+
 
 /** One entity schema; its keys are exactly the spec's Task table, in that order (DECISIONS.md section 8). */
 const MAX_MINUTES = 525_600; // one year
@@ -167,4 +170,33 @@ export function toTaskResponse(doc: TaskDoc): TaskResponse {
     created_at: toIso(doc.created_at),
     updated_at: toIso(doc.updated_at),
   };
+}
+
+/** A task as stored in `tasks` (the tasks repository is the only code that reads or writes it). */
+export interface TaskDoc extends OutboxFields<EventEnvelope> {
+  _id: string;
+  company_id: string;
+  title: string;
+  due_at: Date;
+  assigned_to: string;
+  description: string | null;
+  priority: TaskPriority;
+  task_type: TaskType;
+  item_id: string | null;
+  duration_minutes: number | null;
+  reminder_minutes: number | null;
+  notes: string | null;
+  is_completed: boolean;
+  created_by: string;
+  completed_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  /** Internal compare-and-set counter: every write is conditional on the revision it read. Not in the API. */
+  revision: number;
+  /** The due_at for which task.overdue already fired (null: not yet). Owned by the overdue scanner. */
+  overdue_fired_for: Date | null;
+  /** Every due time task.overdue fired for (the latest few): moving due_at back to one does not re-arm. */
+  overdue_fired_dues?: Date[];
+  /** Set by DELETE: the task is archived, not erased, and every read below leaves it out (null or absent: live). */
+  archived_at?: Date | null;
 }

@@ -1,5 +1,5 @@
 import type { EventEnvelope } from '../contracts/envelope.js';
-import type { OutboxCollection } from './outbox.js';
+import type { OutboxCollection } from '../shared/outbox.js';
 
 export type { OutboxCollection };
 

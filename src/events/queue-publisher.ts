@@ -1,12 +1,12 @@
+import { historyRowsOf } from '../contracts/history-rows.js';
 import { EVENT_BATCH_JOB, EVENT_QUEUES, REPUBLISHED_JOB, type EventQueue, type PlannedBatch } from '../contracts/jobs.js';
 import { HistoryRepository } from '../history/repository.js';
-import { historyRowsOf } from '../history/rows.js';
 import { feedChannel } from '../shared/change-feeds.js';
 import { Coalescer } from '../shared/coalesce.js';
+import { clearPublished, eventBytes } from '../shared/outbox.js';
 import { createEventProducer, DEFAULT_JOB_OPTIONS, type QueueSettings } from '../shared/queues.js';
 import { withTimeout } from '../shared/time.js';
 import { inPublishSpan, jobTraceMetadata } from '../telemetry/events.js';
-import { clearPublished, eventBytes } from './outbox.js';
 import { EventsRepository, type EventConsumer } from './repository.js';
 import { SequencerStore } from './sequencer-store.js';
 import { EventSequencer } from './sequencer.js';

@@ -1,4 +1,4 @@
-import { findPending, OUTBOX_COLLECTIONS } from './outbox.js';
+import { findPending, OUTBOX_COLLECTIONS } from '../shared/outbox.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { Logger } from '../shared/logger.js';
 import type { QueueEventPublisher } from './queue-publisher.js';

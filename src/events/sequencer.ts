@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { planEventBatches, type PlannedBatch } from '../contracts/jobs.js';
-import { eventBytes } from './outbox.js';
+import { eventBytes } from '../shared/outbox.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
-import type { HistoryRow } from '../history/rows.js';
+import type { HistoryRow } from '../contracts/history-rows.js';
 import type { Logger } from '../shared/logger.js';
 import type { EventDoc, EventsRepository } from './repository.js';
 import type { PlannedSequence, SequencePlan, SequencerStore } from './sequencer-store.js';

@@ -2,10 +2,13 @@ import { Readable } from 'node:stream';
 import { toItemResponse } from '../contracts/items.js';
 import { toTaskResponse } from '../contracts/tasks.js';
 import type { AuthContext } from '../auth/authenticator.js';
+import type { ItemDoc } from '../contracts/items.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
+import type { TaskDoc } from '../contracts/tasks.js';
 import type { EventFeed } from '../events/feed.js';
-import type { ItemDoc, ItemsRepository } from '../items/repository.js';
-import type { PipelineDoc, PipelinesRepository } from '../pipelines/repository.js';
-import type { TaskDoc, TasksRepository } from '../tasks/repository.js';
+import type { ItemsRepository } from '../items/repository.js';
+import type { PipelinesRepository } from '../pipelines/repository.js';
+import type { TasksRepository } from '../tasks/repository.js';
 
 /** Records the driver fetches per round trip: at most this many are held in memory at once. */
 const BATCH = 200;

@@ -1,15 +1,12 @@
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';
-import type { HistoryRow } from './rows.js';
+import type { HistoryRow } from '../contracts/history-rows.js';
+import type { HistoryEntryRow } from '../contracts/history.js';
 import type { Collection, Db, Filter } from 'mongodb';
 
 export const DEFAULT_HISTORY_RETENTION_DAYS = 365;
 const DAY_MS = 24 * 3_600_000;
 
-export type HistoryEntryRow = Pick<
-  HistoryRow,
-  '_id' | 'sequence' | 'occurred_at' | 'type' | 'actor' | 'version' | 'changes' | 'kind'
->;
 
 /**
  * The only code that touches `record_history`: every change of every item and task, written by the

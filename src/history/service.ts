@@ -6,10 +6,10 @@ import {
 } from '../contracts/history.js';
 import { NotFoundError } from '../shared/errors.js';
 import { companyScopedKey } from '../shared/ids.js';
+import type { RecordKind } from '../contracts/history-rows.js';
 import type { ItemResponse } from '../contracts/items.js';
 import type { CursorCodec } from '../shared/pagination.js';
 import type { HistoryRepository } from './repository.js';
-import type { RecordKind } from './rows.js';
 
 export interface HistoryServiceDeps {
   history: Pick<HistoryRepository, 'page' | 'latestAt' | 'retainedSince'>;

@@ -2,7 +2,7 @@ import { valueSchema } from '../contracts/custom-fields.js';
 import { itemSchema } from '../contracts/items.js';
 import { taskSchema } from '../contracts/tasks.js';
 import { changeTimestamp, type FieldValueSchema, type KnownChangeFields } from './change-filter.js';
-import type { PipelineDoc } from '../pipelines/repository.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
 import type { HookEvent } from './repository.js';
 import type { z } from 'zod';
 

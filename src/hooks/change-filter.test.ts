@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { knownChangeFields } from './change-fields.js';
 import { judgeChangeFilter, passesChangeFilter } from './change-filter.js';
-import type { PipelineDoc } from '../pipelines/repository.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
 
 const moved = { type: 'item.updated', changes: { stage: { from: 'stg_lead', to: 'stg_won' } } };
 const renamed = { type: 'item.updated', changes: { name: { from: 'Acme', to: 'Acme 2027' } } };

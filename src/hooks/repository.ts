@@ -1,8 +1,8 @@
 import { MongoServerError, type Collection, type Db, type FindCursor } from 'mongodb';
-import { moveOutboxes, OUTBOX_INDEX, outboxOnUpdate, type OutboxFields } from '../events/outbox.js';
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
+import { moveOutboxes, OUTBOX_INDEX, outboxOnUpdate, type OutboxFields } from '../shared/outbox.js';
 import { passesChangeFilter, type ChangeCondition } from './change-filter.js';
 import type { EventEnvelope, EventType } from '../contracts/envelope.js';
 import type { EventsRepository } from '../events/repository.js';

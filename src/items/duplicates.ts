@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { customValueOf, type CustomValues } from '../contracts/custom-fields.js';
-import type { PipelineDoc } from '../pipelines/repository.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
 
 /** The text of a comparable custom value (text, number, boolean, list); nothing for anything else. */
 function comparableText(value: unknown): string | undefined {

@@ -1,41 +1,16 @@
 import { BSON, type Collection, type Db, type Filter } from 'mongodb';
-import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { EventsRepository } from '../events/repository.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
 import { companyScopedKey } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
+import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../shared/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { CustomValues } from '../contracts/custom-fields.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
+import type { ItemDoc } from '../contracts/items.js';
 
-export interface ItemDoc extends OutboxFields {
-  _id: string;
-  company_id: string;
-  short_id: string;
-  name: string;
-  pipeline_id: string;
-  stage_id: string;
-  status_id: string | null;
-  contact_id: string | null;
-  source: string;
-  /** Custom field values live in their own sub-document so they can never collide with core fields. */
-  custom: CustomValues;
-  /** Normalised comparable values for the duplicate check (see duplicates.ts). */
-  dup_tokens: string[];
-  /** The integrator's own id, unique per company among live items (null: none). */
-  external_id: string | null;
-  /** Lower-cased words of the name, for `q` (see search.ts). */
-  name_words: string[];
-  version: number;
-  created_at: Date;
-  updated_at: Date;
-  /** Set by DELETE: the item is archived, not erased, and every read below leaves it out (null or absent: live). */
-  archived_at?: Date | null;
-  /** An archived item's external_id, moved aside so that the id can name a new item. */
-  archived_external_id?: string;
-}
 
 /** What a read of an item leaves out: the outbox's events (its bookkeeping counters stay). */
 const ITEM_READ = { pending_events: 0 } as const;

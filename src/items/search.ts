@@ -1,9 +1,9 @@
+import { FILTER_OPERATORS, FILTER_PARAMETER } from '../contracts/items.js';
 import { ValidationError, type FieldProblem } from '../shared/errors.js';
 import { parseQueryDecimal } from '../shared/pagination.js';
 import { isIsoDate, isIsoTimestamp } from '../shared/time.js';
-import type { FieldDefinition } from '../contracts/pipelines.js';
-import type { PipelineDoc } from '../pipelines/repository.js';
-import type { ItemDoc } from './repository.js';
+import type { ItemDoc, FilterOperator } from '../contracts/items.js';
+import type { FieldDefinition, PipelineDoc } from '../contracts/pipelines.js';
 import type { Filter } from 'mongodb';
 
 /**
@@ -37,17 +37,8 @@ function nameCondition(q: string, problems: FieldProblem[]): Filter<ItemDoc> | u
   return { $and: words.map((word) => ({ name_words: { $regex: `^${escapeRegex(word)}` } })) };
 }
 
-export const FILTER_OPERATORS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'exists'] as const;
-type FilterOperator = (typeof FILTER_OPERATORS)[number];
 const RANGE_OPERATORS = new Set<FilterOperator>(['gt', 'gte', 'lt', 'lte']);
 const ORDERED_TYPES = new Set(['number', 'date', 'text', 'email', 'url']);
-
-/** `metadata.deal_value[gte]` → field `deal_value`, operator `gte`; `metadata.industry` → `eq`. */
-export const FILTER_PARAMETER = /^metadata\.([^[\]]+)(?:\[([^[\]]*)\])?$/;
-
-export function isFilterParameter(name: string): boolean {
-  return name.startsWith('metadata.');
-}
 
 type Scalar = string | number | boolean;
 

@@ -9,9 +9,8 @@ import {
   type ItemResponse,
   type listItemsQuery,
   type updateItemBody,
-  type upsertItemBody,
+  type upsertItemBody, type ItemDoc
 } from '../contracts/items.js';
-import { outboxOnInsert } from '../events/outbox.js';
 import { nextSequence } from '../shared/counters.js';
 import {
   AppError,
@@ -26,14 +25,16 @@ import { ifMatchAccepts, versionEtag } from '../shared/etag.js';
 import { companyScopedKey, newId } from '../shared/ids.js';
 import { must } from '../shared/must.js';
 import { retryLostRaces } from '../shared/optimistic.js';
+import { outboxOnInsert } from '../shared/outbox.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
 import { SequenceBlocks } from '../shared/sequence-blocks.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
-import { itemFromBytes, itemToBytes, type ItemChanges, type ItemDoc, type ItemsRepository } from './repository.js';
+import { itemFromBytes, itemToBytes, type ItemChanges, type ItemsRepository } from './repository.js';
 import { itemSearch, nameWords } from './search.js';
 import type { Actor } from '../auth/authenticator.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
 import type { EventPublisher } from '../events/publisher.js';
-import type { PipelineDoc, PipelinesRepository } from '../pipelines/repository.js';
+import type { PipelinesRepository } from '../pipelines/repository.js';
 import type { CursorCodec } from '../shared/pagination.js';
 import type { Db } from 'mongodb';
 import type { z } from 'zod';

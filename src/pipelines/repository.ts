@@ -1,33 +1,11 @@
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { companyScopedKey, isIdOf } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
-import type { DuplicateDetection, FieldDefinition, PipelineResponse } from '../contracts/pipelines.js';
+import type { PipelineDoc, DuplicateDetection, FieldDefinition, PipelineResponse } from '../contracts/pipelines.js';
 import type { Collection, Db, FindCursor } from 'mongodb';
 
-export interface StageDoc {
-  stage_id: string;
-  name: string;
-  position: number;
-}
 
-export interface StatusDoc {
-  status_id: string;
-  name: string;
-}
 
-export interface PipelineDoc {
-  _id: string;
-  company_id: string;
-  name: string;
-  stages: StageDoc[];
-  statuses: StatusDoc[];
-  fields: FieldDefinition[];
-  duplicate_detection: DuplicateDetection;
-  /** Bumped on every change; caches keyed by it (e.g. compiled metadata schemas) never go stale. */
-  revision: number;
-  created_at: Date;
-  updated_at: Date;
-}
 
 /**
  * The only code that touches `pipelines`. With a change feed, every write is announced and

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DUPLICATE_DETECTION } from '../contracts/pipelines.js';
 import { applyPipelineUpdate } from './service.js';
-import type { PipelineDoc } from './repository.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
 
 const at = new Date('2026-11-24T09:00:00Z');
 const pipeline: PipelineDoc = {

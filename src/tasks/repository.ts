@@ -1,38 +1,12 @@
-import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxFields } from '../events/outbox.js';
 import { EventsRepository } from '../events/repository.js';
 import { type DeclaredIndex, ensureCollectionIndexes } from '../shared/indexes.js';
+import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxFields } from '../shared/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { TaskPriority, TaskType } from '../contracts/task-kinds.js';
+import type { TaskDoc } from '../contracts/tasks.js';
 import type { Collection, Db, Filter, FindCursor } from 'mongodb';
 
-export interface TaskDoc extends OutboxFields {
-  _id: string;
-  company_id: string;
-  title: string;
-  due_at: Date;
-  assigned_to: string;
-  description: string | null;
-  priority: TaskPriority;
-  task_type: TaskType;
-  item_id: string | null;
-  duration_minutes: number | null;
-  reminder_minutes: number | null;
-  notes: string | null;
-  is_completed: boolean;
-  created_by: string;
-  completed_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-  /** Internal compare-and-set counter: every write is conditional on the revision it read. Not in the API. */
-  revision: number;
-  /** The due_at for which task.overdue already fired (null: not yet). Owned by the overdue scanner. */
-  overdue_fired_for: Date | null;
-  /** Every due time task.overdue fired for (the latest few): moving due_at back to one does not re-arm. */
-  overdue_fired_dues?: Date[];
-  /** Set by DELETE: the task is archived, not erased, and every read below leaves it out (null or absent: live). */
-  archived_at?: Date | null;
-}
 
 /** Matches live tasks: archived_at null or absent (tasks written before archiving existed have none). */
 export const LIVE_TASK = { archived_at: null };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { changesFrom } from './service.js';
-import type { TaskDoc } from './repository.js';
+import type { TaskDoc } from '../contracts/tasks.js';
 
 const now = new Date('2026-11-24T10:00:00Z');
 const due = new Date('2026-11-24T09:00:00Z');

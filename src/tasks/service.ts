@@ -2,22 +2,23 @@ import { buildCompanyEvent } from '../contracts/company-events.js';
 import { diffResources, type EventEnvelope } from '../contracts/envelope.js';
 import {
   toTaskResponse,
-  type CreateTaskBody,
-  type ListTasksQuery,
-  type TaskResponse,
-  type UpdateTaskBody,
 } from '../contracts/tasks.js';
-import { outboxOnInsert } from '../events/outbox.js';
 import { NotFoundError, PreconditionFailedError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
 import { retryLostRaces } from '../shared/optimistic.js';
+import { outboxOnInsert } from '../shared/outbox.js';
 import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
 import type { Actor } from '../auth/authenticator.js';
+import type { TaskDoc,
+  CreateTaskBody,
+  ListTasksQuery,
+  TaskResponse,
+  UpdateTaskBody } from '../contracts/tasks.js';
 import type { EventPublisher } from '../events/publisher.js';
 import type { ItemsRepository } from '../items/repository.js';
 import type { UsersRepository } from '../users/repository.js';
-import type { TaskChanges, TaskDoc, TasksRepository } from './repository.js';
+import type { TaskChanges, TasksRepository } from './repository.js';
 
 // Each lost race means another writer won, so this bounds waiting under heavy contention on one task.
 const UPDATE_RETRIES = 25;

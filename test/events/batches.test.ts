@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
 import { EVENT_BATCH_MAX_BYTES, eventBatchJobId, type EventJobData } from '../../src/contracts/jobs.js';
-import { outboxOnInsert } from '../../src/events/outbox.js';
+import { outboxOnInsert } from '../../src/shared/outbox.js';
 import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { relayPendingEvents } from '../../src/events/relay.js';
 import { newId } from '../../src/shared/ids.js';

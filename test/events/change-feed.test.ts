@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
-import { outboxOnInsert } from '../../src/events/outbox.js';
+import { outboxOnInsert } from '../../src/shared/outbox.js';
 import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { SequencerStore } from '../../src/events/sequencer-store.js';

@@ -2,7 +2,7 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/contracts/envelope.js';
 import { EVENT_BATCH_JOB, EVENT_QUEUES, isEventBatch, type EventJobData } from '../../src/contracts/jobs.js';
-import { clearPublished } from '../../src/events/outbox.js';
+import { clearPublished } from '../../src/shared/outbox.js';
 import { publishEvents } from '../../src/events/queue-publisher.js';
 import { createEventProducer } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';

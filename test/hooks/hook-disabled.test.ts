@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eventBytes, outboxOnUpdate } from '../../src/events/outbox.js';
+import { eventBytes, outboxOnUpdate } from '../../src/shared/outbox.js';
 import { hookDisabledEvent } from '../../src/hooks/hook-events.js';
 import { must } from '../../src/shared/must.js';
 import { createKey, createTask, createTenant, expectProblem, ext } from '../helpers/fixtures.js';

@@ -1,5 +1,5 @@
 import { newId } from '../../src/shared/ids.js';
-import type { TaskDoc } from '../../src/tasks/repository.js';
+import type { TaskDoc } from '../../src/contracts/tasks.js';
 import type { Db } from 'mongodb';
 
 /** Open tasks written straight through the driver (as the API would store them), for scans over hundreds of tasks. */

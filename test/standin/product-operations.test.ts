@@ -7,7 +7,7 @@ import { type Collection, type Db, type Document, MongoClient, MongoServerError 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AutomationsRepository, type AutomationDoc } from '../../src/automations/repository.js';
 import { startMongoStandin } from '../../src/dev/mongo-standin/index.js';
-import { clearPublished } from '../../src/events/outbox.js';
+import { clearPublished } from '../../src/shared/outbox.js';
 import { DeliveriesRepository } from '../../src/hooks/deliveries.repository.js';
 import { HooksRepository, type HookDoc } from '../../src/hooks/repository.js';
 import { WebhookSecretsRepository } from '../../src/hooks/webhook-secrets.repository.js';

@@ -1,5 +1,3 @@
-import type { EventEnvelope } from '../contracts/envelope.js';
-import type { EventsRepository } from './repository.js';
 import type { Collection, Db, Document, Filter, UpdateFilter, WithId } from 'mongodb';
 
 /**
@@ -7,8 +5,18 @@ import type { Collection, Db, Document, Filter, UpdateFilter, WithId } from 'mon
  * (`pending_events`), in the same single-document write as the change, so a change is never stored
  * without its events. The relay publishes them and then removes exactly those it published.
  */
-export interface OutboxFields {
-  pending_events?: EventEnvelope[];
+/** What the outbox needs of an event; the events themselves are the contracts' envelopes. */
+export interface OutboxEvent {
+  event_id: string;
+}
+
+/** Where a full outbox's events go first (the events feature's store). */
+export interface OutboxOverflow {
+  record(events: OutboxEvent[]): Promise<unknown>;
+}
+
+export interface OutboxFields<Event extends OutboxEvent = OutboxEvent> {
+  pending_events?: Event[];
   /** Set whenever events are pending; the relay finds documents through an index on it. */
   outbox_pending?: true;
   /** Approximate size of `pending_events` (JSON bytes), for the cap below. */
@@ -24,9 +32,9 @@ export interface OutboxFields {
 export const OUTBOX_MAX_BYTES = 4 * 1024 * 1024;
 
 /** Each envelope's size, measured once: the write adds it to `outbox_bytes` and the clearing takes the same off. */
-const sizes = new WeakMap<EventEnvelope, number>();
+const sizes = new WeakMap<OutboxEvent, number>();
 
-export function eventBytes(events: EventEnvelope[]): number {
+export function eventBytes(events: OutboxEvent[]): number {
   let bytes = 0;
   for (const event of events) {
     let size = sizes.get(event);
@@ -43,7 +51,7 @@ export type OutboxCollection = (typeof OUTBOX_COLLECTIONS)[number];
 /** Declared by the repository of each collection in OUTBOX_COLLECTIONS. */
 export const OUTBOX_INDEX = { key: { outbox_pending: 1 }, name: 'outbox_pending', sparse: true } as const;
 
-export function outboxOnInsert(events: EventEnvelope[]): Required<OutboxFields> {
+export function outboxOnInsert<Event extends OutboxEvent>(events: Event[]): Required<OutboxFields<Event>> {
   return { pending_events: events, outbox_pending: true, outbox_bytes: eventBytes(events) };
 }
 
@@ -59,8 +67,8 @@ export async function updateWithEvents<T extends Document & OutboxFields>(
   filter: Filter<T>,
   counter: { field: string; expected: number },
   changes: Partial<T>,
-  events: EventEnvelope[],
-  eventStore: EventsRepository,
+  events: OutboxEvent[],
+  eventStore: OutboxOverflow,
 ): Promise<WithId<T> | null> {
   const outbox = outboxOnUpdate(events);
   const update = {
@@ -85,7 +93,7 @@ export async function updateWithEvents<T extends Document & OutboxFields>(
 }
 
 /** Update operators that append events; merge them into the change's own update. */
-export function outboxOnUpdate(events: EventEnvelope[]) {
+export function outboxOnUpdate(events: OutboxEvent[]) {
   return {
     $push: { pending_events: { $each: events } },
     $set: { outbox_pending: true as const },
@@ -100,12 +108,12 @@ export function outboxOnUpdate(events: EventEnvelope[]) {
 export async function moveOutboxes(
   collection: Collection<Document>,
   docs: Array<WithId<Document>>,
-  eventStore: EventsRepository,
+  eventStore: OutboxOverflow,
 ): Promise<number> {
   const moved = docs.map((doc) => ({
     documentId: String(doc._id),
     companyId: String(doc.company_id),
-    events: (doc.pending_events ?? []) as EventEnvelope[],
+    events: (doc.pending_events ?? []) as OutboxEvent[],
   }));
   const events = moved.flatMap((entry) => entry.events);
   await eventStore.record(events);

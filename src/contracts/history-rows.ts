@@ -1,4 +1,4 @@
-import type { Changes, EventActor, EventEnvelope, EventType } from '../contracts/envelope.js';
+import type { Changes, EventActor, EventEnvelope, EventType } from './envelope.js';
 
 /** The kinds of record that have a history: the resources of the item.* and task.* events. */
 export type RecordKind = 'item' | 'task';
