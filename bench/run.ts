@@ -154,9 +154,9 @@ async function main(): Promise<void> {
     // backlog the worker gives back the heap that burst grew at some moment during the soak (V8's
     // memory reducer), a drop of a third that reads as "not flat" although nothing leaks.
     const soak = groups.has('memory') ? await runMemorySoak(context, sampler) : [];
-    // Without the memory sampler's /metrics scrapes (every 5 s, judged in the soak only): each read the
-    // worker's process and queue gauges, 27 ms of its CPU in prom-client alone (perf, 2026-12-01), counted
-    // against our deliveries where the bare worker, which serves no metrics, paid nothing.
+    // Without the memory sampler's /metrics scrapes (every 5 s, judged in the soak only): each reads the
+    // worker's process and queue gauges, CPU that would count against our deliveries where the bare worker,
+    // which serves no metrics, pays nothing.
     if (groups.has('webhooks')) {
       rows.push(...(await sampler.withoutScrapes(() => runWebhookScenarios(context, receiver))));
     }

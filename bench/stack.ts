@@ -35,9 +35,10 @@ export interface Stack {
   startWorker(): Promise<ChildProcess>;
   /**
    * Another web process (same settings as `web`, plus `env`), for scenarios that need one configured
-   * differently; it is stopped with the others. Resolves once it answers /healthz.
+   * differently; it is stopped with the others. Resolves once it answers /healthz. Only its environment
+   * differs: the product runs as it ships, never with a preload that patches it.
    */
-  startExtraWeb(name: string, env: Record<string, string>, options?: { imports?: string[] }): Promise<Service>;
+  startExtraWeb(name: string, env: Record<string, string>): Promise<Service>;
   /** A further bench server (`bench/<script>.ts`, the baseline's environment plus PORT); resolves once `readyPath` answers. */
   startBenchServer(name: string, script: string, readyPath: string): Promise<Service>;
   /** Stops web, worker and baseline (gracefully, so CPU profiles are written); backends stay up. */
@@ -137,7 +138,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
     HOOK_CONCURRENCY: String(HOOK_CONCURRENCY),
   };
 
-  const spawnWeb = async (name: string, env: Record<string, string> = {}, imports: string[] = []): Promise<Service> => {
+  const spawnWeb = async (name: string, env: Record<string, string> = {}): Promise<Service> => {
     const port = await freePort();
     const child = children.spawnNode(
       name,
@@ -152,11 +153,7 @@ export async function startStack(options: BenchOptions, children: Children): Pro
       },
       {
         stdout: log(name),
-        nodeArgs: [
-          ...profileArgs(options, name),
-          ...preload(),
-          ...imports.flatMap((file) => ['--import', compiled(file)]),
-        ],
+        nodeArgs: [...profileArgs(options, name), ...preload()],
       },
     );
     return { url: `http://127.0.0.1:${port}`, child };
@@ -230,8 +227,8 @@ export async function startStack(options: BenchOptions, children: Children): Pro
       cpuMeter.watch('worker', worker.pid);
       return worker;
     },
-    async startExtraWeb(name, env, extra = {}) {
-      const service = await spawnWeb(name, env, extra.imports);
+    async startExtraWeb(name, env) {
+      const service = await spawnWeb(name, env);
       extras.push(service.child);
       await waitForHttp(`${service.url}/healthz`, service.child, 60_000);
       cpuMeter.watch(name, service.child.pid);

@@ -25,9 +25,8 @@ export function compareSettings(options: BenchOptions): CompareSettings {
 /**
  * A throughput comparison in turns, judged on its ratio: the same seconds per side as compareSettings, cut into
  * four times as many runs (at least 2 s each), so each run's two sides are measured seconds apart, not a quarter
- * of a minute. This machine's speed drifts by half within a minute (fixed overhead, 2026-12-02: the conventional
- * server served 19,027 then 10,465 req/s 50 s apart); of 8 s turns the runs read 0.86, 1.10, 0.94× and 0.90,
- * 0.91, 1.84× (a spell falling on one side); two runs of twelve 2 s turns read medians of 1.05 and 1.09×.
+ * of a minute. A shared machine's speed can drift by half within a minute; in long turns a slow spell falls on
+ * one side of a pair, in short ones on both.
  */
 export function inTurnsSettings(options: BenchOptions): CompareSettings {
   const slices = options.quick ? 1 : 4;
@@ -41,8 +40,7 @@ export function inTurnsSettings(options: BenchOptions): CompareSettings {
 /**
  * CPU per request is compared apart from throughput: both sides loaded at once at this share of the lower of
  * their throughputs (so neither saturates and a slow spell of the machine falls on both), after a joint warm-up.
- * At saturation in turns, a conventional route's runs read 0.72, 0.78 and 1.18x in one run; durable events'
- * 0.94, 1.16, 1.17x in one full run and 0.92, 0.85, 1.07x in the one before (2026-11-29).
+ * At saturation in turns, one run's CPU ratio moves by a third with the machine's spells.
  */
 const CPU_LOAD_SHARE = 0.3;
 
@@ -53,8 +51,8 @@ export function cpuComparisonRate(lowerRps: number): number {
 
 /**
  * Warm-up of a comparison whose sides are loaded at once, taken together: a traced process has more code to
- * compile, and its sampled path runs for one request in twenty. (Warmed up in turns, the traced side's first
- * run read 1.27-1.41x and its later ones 1.03-1.20x; warmed up together, the first runs were like the others.)
+ * compile, and its sampled path runs for one request in twenty; warmed up in turns, its first run would
+ * still measure compilation.
  */
 const JOINT_WARMUP_SECONDS = 10;
 

@@ -5,7 +5,6 @@ import { int, ms, type Row } from '../report.js';
 import type { BenchContext } from './context.js';
 
 const WRITERS = 16;
-const TARGET_P99_MS = 1_000;
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? Number.NaN;
@@ -82,8 +81,8 @@ export async function runFeedLagScenario(context: BenchContext): Promise<Row[]> 
       value: `${created.toLocaleString('en-US')} creates (${Math.round(created / seconds)}/s), ${lags.length.toLocaleString('en-US')} seen`,
       p50: ms(percentile(sorted, 50)),
       p99: ms(p99),
-      target: `p99 ≤ ${TARGET_P99_MS} ms, every create seen`,
-      pass: p99 <= TARGET_P99_MS && lags.length === created,
+      // Information; a create the tail never saw is a broken run.
+      pass: lags.length === created ? undefined : false,
     },
   ];
 }
@@ -120,7 +119,6 @@ async function sequencerThroughput(context: BenchContext): Promise<Row[]> {
     {
       scenario: `sequencer: a backlog of ${int(count)} events of ${companies} companies made readable`,
       value: `${int(count / seconds)} events/s (${seconds.toFixed(1)} s)`,
-      target: 'information',
     },
   ];
 }

@@ -48,8 +48,7 @@ export async function runMemorySoak(context: BenchContext, sampler: RssSampler):
   const headers = { 'x-api-key': tenant.key, ...json };
   // A web process of its own, as the worker (started after the request scenarios) and `--only=memory`
   // have: the usual one served the saturation scenarios, and V8 keeps shrinking the heap they grew
-  // through the whole soak (2026-11-29T03:12Z: heap total 150-190 -> 114-126 MB, so RSS after full GC
-  // 261 -> 249 MB, trend -24.8 MB, with the heap used after full GC flat at 67-68 MB): giving back, not leaking.
+  // through the whole soak, a falling RSS trend with the heap used flat: giving back, not leaking.
   const web = await stack.startExtraWeb(SOAK_WEB, {});
   sampler.watch(SOAK_WEB, web.child.pid, web.url);
   const itemIds = await createItems(web.url, tenant, headers);

@@ -9,12 +9,11 @@ import type { Job } from 'bullmq';
 
 /**
  * Under load, how long the records of a worker's finished jobs (consumer progress, delivery attempts) wait
- * to share one bulk write with those of other jobs: with 50 jobs in flight, without it the writes went out
- * in twos and made one MongoDB round trip per delivered webhook, a socket write and read that cost more CPU
+ * to share one bulk write with those of other jobs: with 50 jobs in flight, without it the writes go out
+ * in twos and make one MongoDB round trip per delivered webhook, a socket write and read that cost more CPU
  * than the rest of the delivery. Each write has a cost of its own in the driver (server selection, the
- * command, its reply) whatever it carries: at 10 ms the hooks worker made 0.018 writes of each kind per
- * delivery and took 1.22x the bare worker's CPU per delivery, at 25 ms 0.009 and 1.16x
- * (`npm run bench -- --only=webhooks`, 2026-12-02). A record after a quiet moment goes out at once; none waits
+ * command, its reply) whatever it carries, so a longer window means fewer writes per delivery; 25 ms is
+ * still short beside a webhook's own round trip. A record after a quiet moment goes out at once; none waits
  * longer than this, and only the job's completion waits (the webhook is out, its slot free: runEvent).
  */
 export const WORKER_RECORD_INTERVAL_MS = 25;
@@ -110,9 +109,9 @@ export class ConsumerProgress {
   /**
    * Runs the event in one of the consumer's slots, then waits for its records outside it: the slot bounds the
    * work in flight (webhooks being sent), not the bookkeeping after it. Held through the records' write too, the
-   * slots capped the hooks worker at HOOK_CONCURRENCY / (delivery + WORKER_RECORD_INTERVAL_MS): 3,300 deliveries/s
-   * at 10 ms, 1,950/s at 25 ms, whatever the machine had to spare. How many events may wait for their records
-   * is bounded too (RECORDS_WAITING_PER_SLOT).
+   * slots would cap the hooks worker at HOOK_CONCURRENCY / (delivery + WORKER_RECORD_INTERVAL_MS) deliveries a
+   * second, whatever the machine had to spare. How many events may wait for their records is bounded too
+   * (RECORDS_WAITING_PER_SLOT).
    */
   private async runEvent<R>(event: EventEnvelope, job: Job<EventJobData>, process: EventProcessor<R>): Promise<R> {
     // Most events find both slots free: no promise is made for either (see Slots).

@@ -45,19 +45,17 @@ const MAX_DUPLICATE_MATCHES = 20;
 const UPDATE_RETRIES = 10;
 /**
  * Items whose latest known version this process keeps (see ItemsService.recent): enough to cover a client's
- * GET and its PATCH, also one that reads a few hundred items before it updates them (the round-trip bench reads
- * 500, then patches them). Not more: under load a kept read outlives the young generation and is promoted only
- * to die there. Get item's CPU against the conventional stack (`--only=conventional --route=items`): 1.02x with
- * 10,000 (2026-11-28); 1.00, 1.00x with 1,000 and 0.96-0.97x with 200 (2026-11-29), but with 200 every one of
- * the bench's 500 PATCHes read its item first: two round trips where the target is one.
+ * GET and its PATCH, also one that reads a few hundred items before it updates them; with fewer, each of those
+ * PATCHes would read its item first, two round trips where one will do. Not more: under load a kept read
+ * outlives the young generation and is promoted only to die there, a cost to every read.
  */
 const RECENT_ITEMS = 1_000;
 
 /**
  * A recent item as its BSON, not as the document: kept for a second or more under load, an entry outlives
- * the young generation, and each of the document's dozens of objects was copied twice and promoted, to die
- * in the old generation (about an eighth of get item's scavenge time, 2026-12-02). The price: a create or
- * PATCH serializes the document it wrote, and a PATCH from a kept item decodes it (where it would read it).
+ * the young generation, and each of the document's dozens of objects would be copied twice and promoted, to
+ * die in the old generation; its bytes are one object. The price: a create or PATCH serializes the document
+ * it wrote, and a PATCH from a kept item decodes it (where it would read it).
  */
 interface RecentItem {
   version: number;

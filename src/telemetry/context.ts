@@ -6,7 +6,7 @@ import type { Context } from '@opentelemetry/api';
  * The SDK's context manager (AsyncLocalStorage), entered only while there is a trace to follow.
  *
  * On Node 20 an AsyncLocalStorage, once entered, keeps async hooks on for every promise of the process
- * (about 8% more CPU per create task on its own, as measured with tracing off). Most requests are not
+ * (CPU on every request, whether or not anything is traced). Most requests are not
  * sampled and enter no context at all (src/telemetry/requests.ts), so the storage is switched off again
  * whenever no entered scope is still running: a request with a trace to follow holds it from its start
  * to its response, a `with` whose function returns a promise (a job, a publish) until that settles.

@@ -123,7 +123,7 @@ const NO_LINKS: Link[] = [];
  * The root draw of a request without a caller's trace: the context to start its span in, or undefined
  * when the sampler would not record it, decided before the SDK makes anything. Most requests (95% at the
  * recommended 5%) then cost tracing nothing at all, where the SDK would make each of them a trace id, a
- * span id, a sampling decision and a non-recording span (about 1% of a create task's CPU). The decision
+ * span id, a sampling decision and a non-recording span, work on every request for nothing. The decision
  * is the sampler's own, on a trace id drawn here that the request's span then gets: the same traces are
  * recorded as without the draw, and every service sampling by trace id agrees on them.
  */
@@ -154,7 +154,7 @@ export function mongoStatement(command: Record<string, unknown>): string {
  * key cost several times more. Values with their own JSON form (dates, ObjectIds, binaries, buffers) are
  * one `?`, not the bytes of a buffer one `?` each, and the driver's document sequences (the `documents`
  * of an insert, the `updates` of an update, with their serialized chunks) are their documents: those
- * two made a sampled create-task's statements 10 KB, most of a sampled request's tracing cost.
+ * two would make a write's statement as large as what it writes, most of a sampled request's tracing cost.
  */
 function commandShape(value: unknown, ancestors: object[]): string {
   if (typeof value !== 'object' || value === null || typeof (value as { toJSON?: unknown }).toJSON === 'function') {
@@ -258,10 +258,9 @@ export async function propagatorFromEnv(env: NodeJS.ProcessEnv): Promise<TextMap
  * How long a finished span waits for its batch's export unless OTEL_BSP_SCHEDULE_DELAY says otherwise
  * (the SDK's default is 5 s). At the sampling docs/operations.md recommends the 512-span batch takes
  * over a second to fill, and a span held that long outlives several young-generation collections
- * (copied, then promoted, then left to a full GC); exported within 100 ms it dies young. Create task at a
- * fixed 1,000 req/s, 5% sampled, CPU per request against tracing off: 1.05, 1.11, 1.29, 1.11x with this
- * delay, 1.13-1.33x (mean 1.23, eight runs) with 5 s; the runs spread about ±0.1, so the gain is likely, not
- * proven (docs/benchmarks.md). The cost: an export, one small POST, every 100 ms while spans are waiting.
+ * (copied, then promoted, then left to a full GC); exported within 100 ms it dies young, which costs the
+ * garbage collector less on every sampled request. The cost: an export, one small POST, every 100 ms while
+ * spans are waiting.
  */
 export const SPAN_EXPORT_DELAY_MS = 100;
 
@@ -306,9 +305,8 @@ export interface TracingOptions {
  * the trace SDK with the OTLP http/protobuf exporter, the MongoDB and ioredis instrumentations, BullMQ's
  * own telemetry and our request spans (requests.ts, registered by the app); the standard OTEL_* variables
  * configure them. Not the NodeSDK: it loads every exporter of traces, metrics and logs (gRPC, Zipkin,
- * Prometheus) whatever is configured, 19 MB of heap against 4 MB for these parts, and a web process that
- * only loaded it, started nothing, served create task at 1.12x the CPU per request of its twin (median of ten
- * runs at once, docs/benchmarks.md): a bigger heap for every collection to mark.
+ * Prometheus) whatever is configured, several times the heap of these parts, and a process that only loaded
+ * it pays for that on every request, started or not: a bigger heap for every collection to mark.
  */
 export async function startTracing(options: TracingOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   let acknowledged: Promise<void> | undefined;
