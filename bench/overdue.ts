@@ -11,13 +11,13 @@ import { Redis } from 'ioredis';
 import { MongoClient, type Document } from 'mongodb';
 import { pino } from 'pino';
 import { EVENT_QUEUES } from '../src/contracts/jobs.js';
+import { type TaskDoc } from '../src/contracts/tasks.js';
 import { hasRedisServerBinary, PrivateRedisServer } from '../src/dev/redis-server.js';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { newId } from '../src/shared/ids.js';
 import { createQueue } from '../src/shared/queues.js';
 import { scanOverdueTasks, type OverdueScanDeps } from '../src/tasks/overdue.js';
 import { TasksRepository } from '../src/tasks/repository.js';
-import { type TaskDoc } from '../src/contracts/tasks.js';
 import { compiled } from './children.js';
 
 const TOTAL = 100_000;

@@ -3,26 +3,12 @@ import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.j
 import { EXACT_TTL } from '../shared/lru.js';
 import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
+import type { AuthContext } from '../contracts/auth-context.js';
 import type { EventActor } from '../contracts/envelope.js';
 import type { Scope } from '../contracts/scopes.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 
-export interface AuthContext {
-  companyId: string;
-  keyId: string;
-  /** The user who created the key: `created_by` of records written with it, default `assigned_to`. */
-  userId: string;
-  scopes: ReadonlySet<Scope>;
-  /** The actor of the events this key's requests cause. */
-  cause: EventActor;
-}
-
-/**
- * Who a service call acts for, one name everywhere: the company every read and write is scoped to and
- * the user records are written by (an API key's creator, or an automation's owner).
- */
-export type Actor = Pick<AuthContext, 'companyId' | 'userId' | 'cause'>;
 
 interface CachedKey {
   key: ApiKeyDoc;

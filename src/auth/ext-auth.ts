@@ -1,17 +1,13 @@
 import { InsufficientScopeError, RateLimitedError, UnauthorizedError } from '../shared/errors.js';
 import { rateLimitRejections } from '../shared/metrics.js';
 import { must } from '../shared/must.js';
-import { UnknownApiKeyError, type ApiKeyAuthenticator, type AuthContext } from './authenticator.js';
+import { UnknownApiKeyError, type ApiKeyAuthenticator } from './authenticator.js';
 import { failedAuthRefusal, type FailedAuthThrottle } from './failed-auth-throttle.js';
+import type { AuthContext } from '../contracts/auth-context.js';
 import type { SlidingWindowLimiter } from '../shared/sliding-window.js';
 import type { LastUsedTracker } from './last-used.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    auth?: AuthContext;
-  }
-}
 
 export interface ExtAuthDeps {
   authenticator: ApiKeyAuthenticator;
@@ -64,8 +60,3 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
   };
 }
 
-/** The caller's auth context inside an ext route handler. */
-export function authOf(request: FastifyRequest): AuthContext {
-  if (!request.auth) throw new UnauthorizedError();
-  return request.auth;
-}

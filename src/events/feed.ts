@@ -2,7 +2,7 @@ import { EVENT_TYPES, type EventType } from '../contracts/envelope.js';
 import { InsufficientScopeError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { readWithinBudget, type CursorCodec } from '../shared/pagination.js';
 import { toFeedEvent, type FeedEvent, type ListEventsQuery } from './schemas.js';
-import type { AuthContext } from '../auth/authenticator.js';
+import type { AuthContext } from '../contracts/auth-context.js';
 import type { FeedWaiters } from './feed-waiters.js';
 import type { EventsRepository } from './repository.js';
 import type { SequencerStore } from './sequencer-store.js';

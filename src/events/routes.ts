@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { authOf } from '../auth/ext-auth.js';
+import { authOf } from '../contracts/auth-context.js';
 import { setNextPageHeaders } from '../shared/pagination.js';
 import { feedEventSchema, listEventsQuery } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,4 +1,4 @@
-import { authOf } from '../auth/ext-auth.js';
+import { authOf } from '../contracts/auth-context.js';
 import { itemSchema } from '../contracts/items.js';
 import { taskSchema } from '../contracts/tasks.js';
 import type { Export } from './service.js';

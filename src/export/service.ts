@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import { toItemResponse } from '../contracts/items.js';
 import { toTaskResponse } from '../contracts/tasks.js';
-import type { AuthContext } from '../auth/authenticator.js';
+import type { AuthContext } from '../contracts/auth-context.js';
 import type { ItemDoc } from '../contracts/items.js';
 import type { PipelineDoc } from '../contracts/pipelines.js';
 import type { TaskDoc } from '../contracts/tasks.js';

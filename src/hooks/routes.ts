@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { authOf } from '../auth/ext-auth.js';
+import { authOf } from '../contracts/auth-context.js';
 import { DELIVERY_FIELDS_DEPRECATION } from '../http/deprecation.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';

@@ -36,7 +36,7 @@ import {
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
 import type { ApiKeyDoc } from '../auth/api-keys.repository.js';
-import type { Actor, AuthContext } from '../auth/authenticator.js';
+import type { Actor, AuthContext } from '../contracts/auth-context.js';
 import type { DeliveryJob } from '../contracts/jobs.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { PipelinesRepository } from '../pipelines/repository.js';

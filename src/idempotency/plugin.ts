@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { authOf } from '../auth/ext-auth.js';
+import { authOf } from '../contracts/auth-context.js';
 import { IdempotencyInProgressError, IdempotencyMismatchError, ValidationError } from '../shared/errors.js';
 import type { IdempotencyRecord, IdempotencyRepository } from './repository.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';

@@ -3,7 +3,7 @@ import { problemFromError, type Problem } from '../http/problem.js';
 import { AppError, ValidationError } from '../shared/errors.js';
 import { PAGE_BUDGET_BYTES } from '../shared/pagination.js';
 import { problemsFromZodIssues } from '../shared/zod-problems.js';
-import type { Actor } from '../auth/authenticator.js';
+import type { Actor } from '../contracts/auth-context.js';
 import type { ItemsService } from './service.js';
 import type { z } from 'zod';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { authOf } from '../auth/ext-auth.js';
+import { authOf } from '../contracts/auth-context.js';
 import { asOfQuery } from '../contracts/history.js';
 import {
   batchBody,

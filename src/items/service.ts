@@ -31,7 +31,7 @@ import { SequenceBlocks } from '../shared/sequence-blocks.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
 import { itemFromBytes, itemToBytes, type ItemChanges, type ItemsRepository } from './repository.js';
 import { itemSearch, nameWords } from './search.js';
-import type { Actor } from '../auth/authenticator.js';
+import type { Actor } from '../contracts/auth-context.js';
 import type { PipelineDoc } from '../contracts/pipelines.js';
 import type { EventPublisher } from '../events/publisher.js';
 import type { PipelinesRepository } from '../pipelines/repository.js';

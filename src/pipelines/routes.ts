@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { authOf } from '../auth/ext-auth.js';
+import { authOf } from '../contracts/auth-context.js';
 import { pipelineSchema } from '../contracts/pipelines.js';
 import { idPageQuery, pageByCreation, setNextPageHeaders } from '../shared/pagination.js';
 import { toPipelineResponse } from './repository.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { authOf } from '../auth/ext-auth.js';
+import { authOf } from '../contracts/auth-context.js';
 import { createTaskBody, listTasksQuery, taskSchema, updateTaskBody } from '../contracts/tasks.js';
 import { wellFormedFields } from '../http/error-handler.js';
 import { noContent } from '../http/responses.js';

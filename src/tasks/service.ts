@@ -9,7 +9,7 @@ import { newId } from '../shared/ids.js';
 import { retryLostRaces } from '../shared/optimistic.js';
 import { outboxOnInsert } from '../shared/outbox.js';
 import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
-import type { Actor } from '../auth/authenticator.js';
+import type { Actor } from '../contracts/auth-context.js';
 import type { TaskDoc,
   CreateTaskBody,
   ListTasksQuery,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { eventBytes, outboxOnUpdate } from '../../src/shared/outbox.js';
 import { hookDisabledEvent } from '../../src/hooks/hook-events.js';
 import { must } from '../../src/shared/must.js';
+import { eventBytes, outboxOnUpdate } from '../../src/shared/outbox.js';
 import { createKey, createTask, createTenant, expectProblem, ext } from '../helpers/fixtures.js';
 import { hooksTestEnv } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';

@@ -7,7 +7,6 @@ import { type Collection, type Db, type Document, MongoClient, MongoServerError 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AutomationsRepository, type AutomationDoc } from '../../src/automations/repository.js';
 import { startMongoStandin } from '../../src/dev/mongo-standin/index.js';
-import { clearPublished } from '../../src/shared/outbox.js';
 import { DeliveriesRepository } from '../../src/hooks/deliveries.repository.js';
 import { HooksRepository, type HookDoc } from '../../src/hooks/repository.js';
 import { WebhookSecretsRepository } from '../../src/hooks/webhook-secrets.repository.js';
@@ -15,6 +14,7 @@ import { IdempotencyRepository } from '../../src/idempotency/repository.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { nextSequence } from '../../src/shared/counters.js';
 import { ensureCollectionIndexes, IndexMigrationRequired } from '../../src/shared/indexes.js';
+import { clearPublished } from '../../src/shared/outbox.js';
 import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
 const REAL_URL = process.env.MONGO_URL;
