@@ -47,6 +47,8 @@ export interface JobPayloads {
   deliveries: DeliveryJob;
   /** One erasure of one record (src/erasure/job.ts); its status record is in MongoDB. */
   erasures: ErasureJob;
+  /** One overdue scan for one cron tick (src/tasks/overdue.ts); its job id names the tick. */
+  overdue: OverdueTickJob;
 }
 
 export interface ErasureJob {
@@ -54,8 +56,13 @@ export interface ErasureJob {
   company_id: string;
 }
 
+export interface OverdueTickJob {
+  /** The cron tick's time, ISO 8601. */
+  tick: string;
+}
+
 export type QueueName = keyof JobPayloads;
-export const QUEUE_NAMES: QueueName[] = ['automations', 'hook-fanout', 'deliveries', 'erasures'];
+export const QUEUE_NAMES: QueueName[] = ['automations', 'hook-fanout', 'deliveries', 'erasures', 'overdue'];
 export const EVENT_QUEUES = ['automations', 'hook-fanout'] as const satisfies readonly QueueName[];
 export type EventQueue = (typeof EVENT_QUEUES)[number];
 
@@ -105,6 +112,7 @@ export function createQueues(settings: QueueSettings): Queues {
     'hook-fanout': createQueue('hook-fanout', settings),
     deliveries: createQueue('deliveries', settings),
     erasures: createQueue('erasures', settings),
+    overdue: createQueue('overdue', settings),
   };
   for (const queue of Object.values(queues)) queue.on('error', () => {});
   return queues;
