@@ -46,6 +46,7 @@ export const startOverdue: RoleStarter = async ({ config, logger, container }) =
       redisDown = false;
     } catch (error) {
       if (!redisDown) logger.warn({ err: error }, 'Redis unreachable; overdue ticks are skipped until it answers');
+      logger.debug({ tick: tick.toISOString() }, 'overdue tick skipped');
       redisDown = true;
     }
   }
