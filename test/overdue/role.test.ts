@@ -3,6 +3,7 @@ import { Queue, type Job } from 'bullmq';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureIndexes } from '../../src/repositories.js';
+import { queuePrefixFor } from '../../src/shared/redis.js';
 import { overdueTickJobId, type OverdueScanResult } from '../../src/tasks/overdue.js';
 import { startOverdue } from '../../workers/overdue.js';
 import { createWorkerContext } from '../../workers/start.js';
@@ -90,7 +91,7 @@ describe('the overdue worker role (1-second cron)', () => {
 
   it('two processes add each tick, and it is scanned once; two scans never run at once', async () => {
     // Two role instances of their own (queue prefix, database), out of reach of this file's workers.
-    const config = { ...t.config, QUEUE_PREFIX: uniqueName('q') };
+    const config = { ...t.config, QUEUE_PREFIX: queuePrefixFor(t.config.REDIS_URL, uniqueName('q')) };
     const db = t.mongoClient.db(uniqueName('t'));
     await ensureIndexes(db);
     const count = 1_500;
