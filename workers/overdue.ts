@@ -1,14 +1,11 @@
 import cron from 'node-cron';
-import { overdueScanDuration, overdueTasksFired } from '../src/shared/metrics.js';
-import { acquireScanLock, claimOverdueTick, type ScanLock } from '../src/tasks/overdue-claims.js';
-import { scanOverdueTasks } from '../src/tasks/overdue.js';
+import { createQueue, startWorker } from '../src/shared/queues.js';
+import { createWorkerRedis } from '../src/shared/redis.js';
+import { enqueueOverdueTick, processOverdueTick } from '../src/tasks/overdue.js';
 import type { Logger } from '../src/shared/logger.js';
 import type { RoleStarter } from './role.js';
 
-/**
- * node-cron's own messages go to pino. Its warnings (a tick skipped because the previous scan still
- * runs, or missed under load) are expected here and harmless: the next tick covers those tasks.
- */
+/** node-cron's own messages go to pino; its warnings (a tick missed under load) are harmless here. */
 function cronLogger(logger: Logger) {
   return {
     info: (message: string) => logger.debug(message),
@@ -19,56 +16,43 @@ function cronLogger(logger: Logger) {
 }
 
 /**
- * The overdue role: on every OVERDUE_SCAN_CRON tick, one process across all workers claims the tick
- * and, unless a scan is still running somewhere, scans. A task is therefore fired within one tick
- * interval plus the scan time after its due_at. With Redis unreachable ticks are skipped (no claim
- * can be made, and the events could not be published either).
+ * The overdue role: on every OVERDUE_SCAN_CRON tick every process adds the tick's job to the `overdue`
+ * queue (one job per tick across processes), and a worker of concurrency 1, global concurrency 1, scans
+ * (src/tasks/overdue.ts). With Redis unreachable ticks are skipped and the role reports `failing`.
  */
 export const startOverdue: RoleStarter = async ({ config, logger, container }) => {
-  const { redis, repos } = container;
-  const { publisher } = container.services;
-  const { tasks } = repos;
-  const closing = new AbortController();
+  const prefix = config.QUEUE_PREFIX;
+  // Adds go on the container's client, which fails fast: an outage shows at the tick, not as a wait.
+  const ticks = createQueue('overdue', { connection: container.redis, prefix });
+  ticks.on('error', () => {});
+  const connection = createWorkerRedis(config.REDIS_URL);
+  connection.on('error', () => {});
+  const closing = new AbortController(); // a running scan stops after its current batch
+  const deps = { tasks: container.repos.tasks, publisher: container.services.publisher, logger };
+  const worker = startWorker(
+    'overdue',
+    (job) => processOverdueTick(deps, job.data, closing.signal),
+    { connection, prefix, lockMs: config.JOB_LOCK_MS, logger },
+    { concurrency: 1 },
+  );
   let redisDown = false;
-  let current: Promise<void> = Promise.resolve();
+  let adding: Promise<void> = Promise.resolve();
 
-  async function claim(tick: Date): Promise<ScanLock | null> {
+  async function addTick(tick: Date): Promise<void> {
     try {
-      const claimed = await claimOverdueTick(redis, config.QUEUE_PREFIX, tick);
-      const lock = claimed ? await acquireScanLock(redis, config.QUEUE_PREFIX, config.JOB_LOCK_MS) : null;
+      if (container.redis.status !== 'ready') throw new Error(`Redis connection ${container.redis.status}`);
+      await enqueueOverdueTick(ticks, tick);
       if (redisDown) logger.info('Redis answers again; overdue ticks resume');
       redisDown = false;
-      return lock;
     } catch (error) {
       if (!redisDown) logger.warn({ err: error }, 'Redis unreachable; overdue ticks are skipped until it answers');
+      logger.debug({ tick: tick.toISOString() }, 'overdue tick skipped');
       redisDown = true;
-      return null;
     }
   }
 
-  async function runTick(tick: Date): Promise<void> {
-    const lock = await claim(tick);
-    if (!lock) return;
-    if (closing.signal.aborted) return lock.release();
-    const started = performance.now();
-    try {
-      const result = await scanOverdueTasks({ tasks, publisher, logger }, new Date(), {
-        signal: AbortSignal.any([closing.signal, lock.lost]),
-      });
-      const stats = { tick: tick.toISOString(), ...result, duration_ms: Math.round(performance.now() - started) };
-      overdueScanDuration.observe(stats.duration_ms / 1000);
-      overdueTasksFired.inc(result.fired);
-      if (result.fired > 0) logger.info(stats, 'overdue scan fired task.overdue');
-      else logger.debug(stats, 'overdue scan found nothing due');
-    } catch (error) {
-      logger.error({ err: error, tick: tick.toISOString() }, 'overdue scan failed; the next tick retries');
-    } finally {
-      await lock.release();
-    }
-  }
-
-  const schedule = cron.schedule(config.OVERDUE_SCAN_CRON, (context) => (current = runTick(context.date)), {
-    name: 'overdue-scan',
+  const schedule = cron.schedule(config.OVERDUE_SCAN_CRON, (context) => (adding = addTick(context.date)), {
+    name: 'overdue-tick',
     noOverlap: true,
     logger: cronLogger(logger),
   });
@@ -77,8 +61,11 @@ export const startOverdue: RoleStarter = async ({ config, logger, container }) =
     state: () => (redisDown ? 'failing' : 'running'),
     async close() {
       await schedule.destroy();
-      closing.abort(); // a running scan stops after its current batch
-      await current;
+      closing.abort();
+      await adding;
+      await worker.close();
+      await ticks.close();
+      connection.disconnect();
     },
   };
 };

@@ -36,6 +36,8 @@ export interface JobPayloads {
   deliveries: DeliveryJob;
   /** One erasure of one record (src/erasure/job.ts); its status record is in MongoDB. */
   erasures: ErasureJob;
+  /** One overdue scan for one cron tick (src/tasks/overdue.ts); its job id names the tick. */
+  overdue: OverdueTickJob;
 }
 
 export interface ErasureJob {
@@ -43,7 +45,12 @@ export interface ErasureJob {
   company_id: string;
 }
 
-export const QUEUE_NAMES: Array<keyof JobPayloads> = ['automations', 'hook-fanout', 'deliveries', 'erasures'];
+export interface OverdueTickJob {
+  /** The cron tick's time, ISO 8601. */
+  tick: string;
+}
+
+export const QUEUE_NAMES: Array<keyof JobPayloads> = ['automations', 'hook-fanout', 'deliveries', 'erasures', 'overdue'];
 export const EVENT_QUEUES = ['automations', 'hook-fanout'] as const satisfies ReadonlyArray<keyof JobPayloads>;
 export type EventQueue = (typeof EVENT_QUEUES)[number];
 

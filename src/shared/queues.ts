@@ -53,7 +53,6 @@ export function createQueue<N extends QueueName>(name: N, settings: QueueSetting
   });
 }
 
-/** Every queue's handle on one connection; an outage surfaces as a failed add, never as a crash. */
 /** A handle on every queue, for adding and inspecting jobs; one set per process, closed with it. */
 export type Queues = { [N in QueueName]: Queue<QueueRegistry[N], unknown, string> };
 

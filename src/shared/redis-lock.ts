@@ -11,7 +11,7 @@ export interface RedisLock {
 }
 
 /**
- * A lock across processes for one job at a time (an overdue scan, a reconciliation): SET NX with a
+ * A lock across processes for one job at a time (a reconciliation): SET NX with a
  * token, renewed while held; if the holder dies, it expires after `ttlMs`. Null when another holds it.
  */
 export async function acquireRedisLock(redis: RedisClient, key: string, ttlMs: number): Promise<RedisLock | null> {

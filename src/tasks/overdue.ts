@@ -1,10 +1,13 @@
 import { buildCompanyEvent } from '../contracts/company-events.js';
 import { SYSTEM_ACTOR } from '../contracts/envelope.js';
 import { toTaskResponse } from '../contracts/tasks.js';
+import { overdueScanDuration, overdueTasksFired } from '../shared/metrics.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
+import type { OverdueTickJob } from '../contracts/jobs.js';
 import type { OutboxCollection } from '../events/publisher.js';
 import type { Logger } from '../shared/logger.js';
 import type { TasksRepository } from './repository.js';
+import type { JobsOptions, Queue } from 'bullmq';
 
 /** Tasks read (and held in memory) at a time; memory does not grow with the number of overdue tasks. */
 export const OVERDUE_BATCH_SIZE = 500;
@@ -26,7 +29,7 @@ export interface OverdueScanDeps {
 
 export interface OverdueScanOptions {
   batchSize?: number;
-  /** Checked between batches: close() and a lost scan lock stop the scan at a batch boundary. */
+  /** Checked between batches: the worker's close() stops the scan at a batch boundary. */
   signal?: AbortSignal;
 }
 
@@ -79,4 +82,60 @@ export async function scanOverdueTasks(
     if (toPublish.length === 0) break;
   }
   return result;
+}
+
+/**
+ * A tick's job. Its id names the tick, and BullMQ ignores an add whose job id it still holds, so every
+ * process adds the tick and one job results. That lasts only while the job exists, so finished tick
+ * jobs are kept an hour (far more than the clock skew between processes or a late cron callback), then
+ * removed. Not BullMQ's `deduplication` option: in its simple mode the id is free again once the job
+ * finishes, so a process adding the tick after a quick scan would scan it twice. One attempt: the next
+ * tick scans everything due anyway.
+ */
+export const OVERDUE_TICK_JOB_OPTIONS = {
+  attempts: 1,
+  removeOnComplete: { age: 3600 },
+  removeOnFail: { age: 3600 },
+} satisfies JobsOptions;
+
+/** `tick-<epoch seconds>`: every process's cron fires the same tick time. */
+export function overdueTickJobId(tick: Date): string {
+  return `tick-${Math.floor(tick.getTime() / 1000)}`;
+}
+
+/**
+ * Adds a cron tick's scan to the `overdue` queue, once across processes. The queue's global
+ * concurrency of 1 keeps two scans from overlapping across processes; it is set again at every tick
+ * (one HSET), so a Redis that lost its data has it before the tick's job can run.
+ */
+export async function enqueueOverdueTick(
+  queue: Pick<Queue<OverdueTickJob, unknown, string>, 'add' | 'setGlobalConcurrency'>,
+  tick: Date,
+): Promise<void> {
+  await queue.setGlobalConcurrency(1);
+  await queue.add('tick', { tick: tick.toISOString() }, { ...OVERDUE_TICK_JOB_OPTIONS, jobId: overdueTickJobId(tick) });
+}
+
+/**
+ * The `overdue` queue's processor: one scan for one tick, timed and counted. A failure fails the job
+ * (one attempt) and the next tick scans again.
+ */
+export async function processOverdueTick(
+  deps: OverdueScanDeps,
+  job: OverdueTickJob,
+  signal?: AbortSignal,
+): Promise<OverdueScanResult> {
+  const started = performance.now();
+  try {
+    const result = await scanOverdueTasks(deps, new Date(), { signal });
+    const stats = { tick: job.tick, ...result, duration_ms: Math.round(performance.now() - started) };
+    overdueScanDuration.observe(stats.duration_ms / 1000);
+    overdueTasksFired.inc(result.fired);
+    if (result.fired > 0) deps.logger.info(stats, 'overdue scan fired task.overdue');
+    else deps.logger.debug(stats, 'overdue scan found nothing due');
+    return result;
+  } catch (error) {
+    deps.logger.error({ err: error, tick: job.tick }, 'overdue scan failed; the next tick retries');
+    throw error;
+  }
 }

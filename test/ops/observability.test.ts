@@ -8,6 +8,7 @@ import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { QUEUE_NAMES } from '../../src/contracts/jobs.js';
 import { loggerOptions } from '../../src/shared/logger.js';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
 import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
@@ -143,6 +144,7 @@ describe('metrics', () => {
     );
     expect(text).toContain('rate_limit_rejections_total');
     expect(text).toMatch(/queue_jobs\{queue="automations",state="waiting"\} \d+/);
+    expect(text).toMatch(/queue_jobs\{queue="overdue",state="waiting"\} \d+/);
     expect(text).toMatch(/outbox_pending_documents\{collection="items"\} [1-9]/); // seeded item, no publisher here
     expect(text).toContain('webhook_deliveries_total');
     expect(text).toContain('overdue_scan_duration_seconds');
@@ -185,7 +187,8 @@ describe('queue dashboard', () => {
       headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
     });
     expect(api.statusCode).toBe(200);
-    expect(api.body).toContain('hook-fanout');
+    const names = api.json<{ queues: Array<{ name: string }> }>().queues.map((queue) => queue.name);
+    expect(names.sort()).toEqual([...QUEUE_NAMES].sort());
   });
 });
 
