@@ -14,6 +14,7 @@ import { EVENT_QUEUES } from '../src/contracts/jobs.js';
 import { type TaskDoc } from '../src/contracts/tasks.js';
 import { hasRedisServerBinary, PrivateRedisServer } from '../src/dev/redis-server.js';
 import { QueueEventPublisher } from '../src/events/queue-publisher.js';
+import { EventsRepository } from '../src/events/repository.js';
 import { newId } from '../src/shared/ids.js';
 import { createQueue } from '../src/shared/queues.js';
 import { scanOverdueTasks, type OverdueScanDeps } from '../src/tasks/overdue.js';
@@ -76,7 +77,7 @@ function taskAt(index: number, now: number): TaskDoc {
 }
 
 await TasksRepository.ensureIndexes(db);
-const tasks = new TasksRepository(db);
+const tasks = new TasksRepository(db, new EventsRepository(db));
 const seedStart = performance.now();
 for (let offset = 0; offset < TOTAL; offset += CHUNK) {
   const now = Date.now();

@@ -1,6 +1,6 @@
 import type { Container } from '../src/container.js';
 import type { QueueEventPublisher } from '../src/events/queue-publisher.js';
-import type { Resolver } from '../src/hooks/target-guard.js';
+import type { Resolver } from '../src/shared/target-guard.js';
 import type { Config, WorkerRole } from '../src/shared/config.js';
 import type { Logger } from '../src/shared/logger.js';
 import type { Db } from 'mongodb';

@@ -1,8 +1,6 @@
 import { NotFoundError, ValidationError } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import { generateApiKey } from './key-material.js';
-import type { HooksRepository } from '../hooks/repository.js';
-import type { UsersRepository } from '../users/repository.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 import type { createApiKeyBody } from './api-keys.schemas.js';
 import type { ApiKeyAuthenticator } from './authenticator.js';
@@ -10,10 +8,11 @@ import type { z } from 'zod';
 
 export interface ApiKeysServiceDeps {
   apiKeys: ApiKeysRepository;
-  users: Pick<UsersRepository, 'findById'>;
+  /** The users feature's lookup: whether the key's creator is a user of the company. */
+  users: { findById(companyId: string, userId: string): Promise<{ _id: string } | null> };
   authenticator: Pick<ApiKeyAuthenticator, 'keyChanged'>;
   /** The key's hooks are disabled with it (DECISIONS.md section 13.4). */
-  hooks: Pick<HooksRepository, 'disableForRevokedKey'>;
+  hooks: { disableForRevokedKey(companyId: string, keyId: string, at: Date): Promise<number> };
 }
 
 /** API keys as the admin API issues them: only the hash is stored, the key itself is shown once. */

@@ -2,7 +2,6 @@ import { LRUCache } from 'lru-cache';
 import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.js';
 import { EXACT_TTL } from '../shared/lru.js';
 import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
-import type { CompaniesRepository, CompanyDoc } from '../companies/repository.js';
 import type { AuthContext } from '../contracts/auth-context.js';
 import type { EventActor } from '../contracts/envelope.js';
 import type { Scope } from '../contracts/scopes.js';
@@ -10,9 +9,19 @@ import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 
 
+/** What authentication needs of a company: whether it exists and its subscription status (402). */
+interface CompanyStatus {
+  subscription_status: 'active' | 'inactive';
+}
+
+/** The companies feature's lookup, as far as authentication uses it. */
+export interface CompanyLookup {
+  findById(companyId: string): Promise<CompanyStatus | null>;
+}
+
 interface CachedKey {
   key: ApiKeyDoc;
-  company: CompanyDoc | null;
+  company: CompanyStatus | null;
   /** Built once per load and shared by the requests it admits (nothing modifies it). */
   context: AuthContext;
 }
@@ -39,7 +48,7 @@ export class ApiKeyAuthenticator {
    */
   constructor(
     private readonly keys: ApiKeysRepository,
-    private readonly companies: CompaniesRepository,
+    private readonly companies: CompanyLookup,
     private readonly changes?: ChangeAnnouncer,
   ) {
     changes?.onChange((change) => {

@@ -3,19 +3,34 @@ import { isTaskEvent, typedEvent, type TaskEvent } from '../contracts/company-ev
 import { AppError } from '../shared/errors.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
 import { MAX_AUTOMATION_DEPTH } from './schemas.js';
+import type { Actor } from '../contracts/auth-context.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { DeliveryJob } from '../contracts/jobs.js';
-import type { TaskResponse } from '../contracts/tasks.js';
-import type { ItemsService } from '../items/service.js';
+import type { CreateTaskBody, TaskResponse } from '../contracts/tasks.js';
 import type { Logger } from '../shared/logger.js';
-import type { TasksService } from '../tasks/service.js';
 import type { AutomationDoc, AutomationsRepository } from './repository.js';
 import type { AutomationAction, AutomationConditions } from './schemas.js';
 
+/** The tasks feature's service, as far as an automation's `create_task` action uses it. */
+export interface TaskCreator {
+  create(actor: Actor, body: CreateTaskBody, options: { depth: number; taskId: string }): Promise<unknown>;
+}
+
+/** The items feature's service, as far as an automation's `update_item` action uses it. */
+export interface ItemMover {
+  update(
+    actor: Actor,
+    itemId: string,
+    changes: { stage_id?: string; status_id?: string },
+    ifMatch: undefined,
+    options: { depth: number },
+  ): Promise<unknown>;
+}
+
 export interface AutomationDeps {
   automations: AutomationsRepository;
-  tasks: TasksService;
-  items: ItemsService;
+  tasks: TaskCreator;
+  items: ItemMover;
   enqueueDelivery(job: DeliveryJob, jobId: string): Promise<void>;
   logger: Logger;
 }

@@ -1,19 +1,20 @@
 import { NotFoundError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
-import type { TargetGuard } from '../hooks/target-guard.js';
-import type { WebhookSecretsRepository } from '../hooks/webhook-secrets.repository.js';
-import type { PipelinesRepository } from '../pipelines/repository.js';
-import type { UsersRepository } from '../users/repository.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
+import type { TargetGuard } from '../shared/target-guard.js';
 import type { AutomationDoc, AutomationRunDoc, AutomationsRepository } from './repository.js';
 import type { AutomationAction, AutomationConditions, createAutomationBody, updateAutomationBody } from './schemas.js';
 import type { z } from 'zod';
 
 export interface AutomationsServiceDeps {
   automations: AutomationsRepository;
-  users: Pick<UsersRepository, 'findById'>;
-  pipelines: Pick<PipelinesRepository, 'list'>;
+  /** The users feature's lookup: whether an assignee is a user of the company. */
+  users: { findById(companyId: string, userId: string): Promise<object | null> };
+  /** The pipelines feature's list: the stages and statuses an `update_item` action may name. */
+  pipelines: { list(companyId: string): Promise<PipelineDoc[]> };
   targetGuard: Pick<TargetGuard, 'problemWithUrl'>;
-  webhookSecrets: Pick<WebhookSecretsRepository, 'forCompany'>;
+  /** The hooks feature's signing secret of the company, shown to the admin for webhook actions. */
+  webhookSecrets: { forCompany(companyId: string): Promise<string> };
 }
 
 /** Automation rules as the admin API manages them; their references always resolve in their own company. */

@@ -271,3 +271,6 @@ export function diffResources(
   }
   return changes;
 }
+
+/** Which event of which company: what a consumer records its progress against. */
+export type EventRef = Pick<EventEnvelope, 'event_id' | 'company_id'>;

@@ -108,3 +108,9 @@ export function eventBatchJobId(events: readonly EventEnvelope[]): string {
   return `batch-${events[0]!.event_id}`;
 }
 
+/** A delivery MongoDB says is waiting for an attempt, as the job that makes it. */
+export interface DueDelivery {
+  jobId: string;
+  data: DeliveryJob;
+  dueAt: Date;
+}

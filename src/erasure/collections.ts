@@ -1,4 +1,3 @@
-import type { Repositories } from '../repositories.js';
 import type { ErasureKind } from './repository.js';
 
 /** What a step of an erasure works on: one record of one company, and the ids of the events about it. */
@@ -10,7 +9,31 @@ export interface ErasureTarget {
   eventIds: string[];
 }
 
-type Erase = (repos: Repositories, target: ErasureTarget) => Promise<void>;
+type RecordEraser = { erase(companyId: string, recordId: string): Promise<void> };
+
+/**
+ * What erasure needs of each feature's repository, the erase operations they offer (the container hands it
+ * the repositories themselves).
+ */
+export interface ErasureStores {
+  events: {
+    idsAbout(companyId: string, recordId: string): Promise<string[]>;
+    eraseAbout(companyId: string, recordId: string): Promise<void>;
+    jobIdsAbout(companyId: string, recordId: string): Promise<string[]>;
+    unsequencedAbout(companyId: string, recordId: string): Promise<boolean>;
+  };
+  deliveries: {
+    jobIdsOf(companyId: string, eventIds: string[]): Promise<string[]>;
+    eraseEvents(companyId: string, eventIds: string[]): Promise<void>;
+  };
+  history: { eraseRecord(companyId: string, recordId: string): Promise<number> };
+  apiKeys: { list(companyId: string): Promise<Array<{ _id: string }>> };
+  idempotency: { eraseMentioning(keyIds: string[], recordId: string): Promise<void> };
+  items: RecordEraser;
+  tasks: RecordEraser;
+}
+
+type Erase = (repos: ErasureStores, target: ErasureTarget) => Promise<void>;
 
 /** A collection's entry: how erasure takes a record's values out of it, or why it never holds any. */
 export type CollectionEntry = { erase: Erase } | { holdsNoRecordValues: string };

@@ -1,13 +1,11 @@
-import { ERASURE_STEPS, type ErasureTarget } from './collections.js';
+import { ERASURE_STEPS, type ErasureStores, type ErasureTarget } from './collections.js';
 import { eraseQueuedCopies } from './queued-copies.js';
-import type { EventsRepository } from '../events/repository.js';
-import type { Repositories } from '../repositories.js';
 import type { Logger } from '../shared/logger.js';
 import type { Queues } from '../shared/queues.js';
 import type { ErasuresRepository } from './repository.js';
 
 export interface ErasureJobDeps {
-  repos: Repositories & { erasures: ErasuresRepository };
+  repos: ErasureStores & { erasures: ErasuresRepository };
   /** The queues whose kept jobs hold copies of events (queued-copies.ts). */
   queues: Pick<Queues, 'automations' | 'hook-fanout' | 'deliveries'>;
   logger: Logger;
@@ -28,7 +26,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export const ERASURE_GRACE_MS = 2_500;
 
 /** Waits (up to `ms`) until no event about the record waits for the sequencer, which would write its history. */
-async function settle(events: Pick<EventsRepository, 'unsequencedAbout'>, target: ErasureTarget, ms: number) {
+async function settle(events: Pick<ErasureStores['events'], 'unsequencedAbout'>, target: ErasureTarget, ms: number) {
   const deadline = Date.now() + ms;
   if (ms > 0) await sleep(Math.min(ms, ERASURE_GRACE_MS));
   while (Date.now() < deadline && (await events.unsequencedAbout(target.companyId, target.recordId))) await sleep(100);

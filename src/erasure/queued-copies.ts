@@ -1,8 +1,7 @@
 import { EVENT_QUEUES, isEventBatch, type DeliveryJob, type EventJobData } from '../contracts/jobs.js';
 import { type Queues } from '../shared/queues.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
-import type { Repositories } from '../repositories.js';
-import type { ErasureTarget } from './collections.js';
+import type { ErasureStores, ErasureTarget } from './collections.js';
 import type { Job, Queue } from 'bullmq';
 
 /** An erased event as the events collection keeps it: its place, none of its values. */
@@ -18,7 +17,7 @@ function blank<E extends Pick<EventEnvelope, 'event_id'>>(event: E): E {
  * jobs' ids come from MongoDB (the events' `publish_job`, the delivery records' `job_id`), so nothing is scanned.
  */
 export async function eraseQueuedCopies(
-  repos: Pick<Repositories, 'events' | 'deliveries'>,
+  repos: Pick<ErasureStores, 'events' | 'deliveries'>,
   queues: Pick<Queues, 'automations' | 'hook-fanout' | 'deliveries'>,
   target: ErasureTarget,
 ): Promise<void> {

@@ -13,7 +13,7 @@ import { EventSequencer } from './sequencer.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
-import type { EventPublisher, OutboxCollection } from './publisher.js';
+import type { EventPublisher, OutboxCollection } from '../shared/outbox.js';
 import type { FlowProducer } from 'bullmq';
 import type { Db } from 'mongodb';
 

@@ -1,5 +1,5 @@
 import { EVENT_CONSUMERS, type EventsRepository } from './repository.js';
-import type { DeliveryJob } from '../contracts/jobs.js';
+import type { DueDelivery, DeliveryJob } from '../contracts/jobs.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
 import type { QueueEventPublisher } from './queue-publisher.js';
@@ -9,12 +9,6 @@ const PAGE = 500;
 /** Compare-and-set of the mark: a Redis that lost its data meanwhile has no mark to match. */
 const SET_IF_EQUAL = `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2]) return 1 else return 0 end`;
 
-/** A delivery MongoDB says is waiting for an attempt, as the job that makes it. */
-export interface DueDelivery {
-  jobId: string;
-  data: DeliveryJob;
-  dueAt: Date;
-}
 
 export interface ReconcilerDeps {
   /** Fails fast while Redis is away. */

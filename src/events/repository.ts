@@ -2,7 +2,7 @@ import { type Collection, type Db, type Filter, type FindCursor, type UpdateFilt
 import { EVENT_QUEUES, type EventQueue } from '../contracts/jobs.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';
-import type { EventEnvelope, EventType } from '../contracts/envelope.js';
+import type { EventRef, EventEnvelope, EventType } from '../contracts/envelope.js';
 
 /** The consumers of every event (each an event queue): what each has finished is recorded on the event. */
 export const EVENT_CONSUMERS = EVENT_QUEUES;
@@ -59,7 +59,6 @@ export interface SequenceAssignment {
 }
 
 /** What identifies an event for a targeted write: its id and its company. */
-export type EventRef = Pick<EventEnvelope, 'event_id' | 'company_id'>;
 
 export interface ConsumerFinished {
   event: EventRef;

@@ -3,8 +3,7 @@ import { HOOK_PING, type WebhookEnvelope, type WebhookEventType } from '../contr
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { runOnce } from '../shared/migrations.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';
-import type { DeliveryJob } from '../contracts/jobs.js';
-import type { DueDelivery } from '../events/reconciler.js';
+import type { DeliveryJob, DueDelivery } from '../contracts/jobs.js';
 
 export interface DeliveryAttempt {
   attempt: number;

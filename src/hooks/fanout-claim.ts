@@ -1,4 +1,4 @@
-import type { EventRef } from '../events/repository.js';
+import type { EventRef } from '../contracts/envelope.js';
 import type { RedisClient } from '../shared/redis.js';
 
 /**

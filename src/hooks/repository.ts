@@ -2,10 +2,9 @@ import { MongoServerError, type Collection, type Db, type FindCursor } from 'mon
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
-import { moveOutboxes, OUTBOX_INDEX, outboxOnUpdate, type OutboxFields } from '../shared/outbox.js';
+import { moveOutboxes, OUTBOX_INDEX, outboxOnUpdate, type OutboxFields, type OutboxOverflow } from '../shared/outbox.js';
 import { passesChangeFilter, type ChangeCondition } from './change-filter.js';
 import type { EventEnvelope, EventType } from '../contracts/envelope.js';
-import type { EventsRepository } from '../events/repository.js';
 
 /** An event type, or `*` for every type. */
 export type HookEvent = EventType | '*';
@@ -138,7 +137,7 @@ export class HooksRepository {
     private readonly changes?: ChangeAnnouncer,
     private readonly itemPipeline: ItemPipelineLookup = async () => null,
     /** Where the hook.disabled events in a hook's outbox are moved to at once (the relay moves what is left). */
-    private readonly eventStore?: EventsRepository,
+    private readonly eventStore?: OutboxOverflow,
   ) {
     this.hooks = db.collection<HookDoc>('hooks');
     this.matchingByCompany = new AnnouncedCache(changes);

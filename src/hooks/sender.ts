@@ -2,8 +2,8 @@ import { EventEmitter } from 'node:events';
 import { TextDecoder } from 'node:util';
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { Agent, buildConnector, request } from 'undici';
+import { ForbiddenTargetError, type TargetGuard } from '../shared/target-guard.js';
 import { tracingStarted } from '../telemetry/state.js';
-import { ForbiddenTargetError, type TargetGuard } from './target-guard.js';
 import type { Readable } from 'node:stream';
 
 export interface WebhookRequest {

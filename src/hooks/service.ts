@@ -40,10 +40,10 @@ import type { Actor, AuthContext } from '../contracts/auth-context.js';
 import type { DeliveryJob } from '../contracts/jobs.js';
 import type { EventsRepository } from '../events/repository.js';
 import type { PipelinesRepository } from '../pipelines/repository.js';
+import type { TargetGuard } from '../shared/target-guard.js';
 import type { ChangeCondition } from './change-filter.js';
 import type { DeliveriesQuery, DeliveriesRepository } from './deliveries.repository.js';
 import type { RecoveriesRepository } from './recoveries.repository.js';
-import type { TargetGuard } from './target-guard.js';
 
 /** How long runners leave a new recovery to the request that counts it. */
 const RECOVERY_COUNT_GRACE_MS = 60_000;

@@ -1,11 +1,10 @@
 import { BSON, type Collection, type Db, type Filter } from 'mongodb';
-import { EventsRepository } from '../events/repository.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
 import { companyScopedKey } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
-import { OUTBOX_INDEX, updateWithEvents, type OutboxFields } from '../shared/outbox.js';
+import { OUTBOX_INDEX, updateWithEvents, type OutboxFields, type OutboxOverflow } from '../shared/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { CustomValues } from '../contracts/custom-fields.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
@@ -76,11 +75,12 @@ export class ItemsRepository {
   readonly collection: Collection<ItemDoc>;
 
   /** Where a too-full outbox is moved (see updateWithEvents). */
-  private readonly eventStore: EventsRepository;
+  private readonly eventStore: OutboxOverflow;
   /** Items known to be live, for reference checks (see ITEM_EXISTS_TTL_MS). */
   private readonly existing = new ExistenceCache(ITEM_EXISTS_TTL_MS);
 
-  constructor(db: Db, eventStore = new EventsRepository(db)) {
+  /** `eventStore`: where a full outbox's events go first (the events repository). */
+  constructor(db: Db, eventStore: OutboxOverflow) {
     this.eventStore = eventStore;
     this.collection = db.collection<ItemDoc>('items');
   }

@@ -33,8 +33,8 @@ import { itemFromBytes, itemToBytes, type ItemChanges, type ItemsRepository } fr
 import { itemSearch, nameWords } from './search.js';
 import type { Actor } from '../contracts/auth-context.js';
 import type { PipelineDoc } from '../contracts/pipelines.js';
-import type { EventPublisher } from '../events/publisher.js';
 import type { PipelinesRepository } from '../pipelines/repository.js';
+import type { EventPublisher } from '../shared/outbox.js';
 import type { CursorCodec } from '../shared/pagination.js';
 import type { Db } from 'mongodb';
 import type { z } from 'zod';

@@ -205,3 +205,18 @@ export async function countPendingOutboxes(db: Db): Promise<Array<{ collection: 
     })),
   );
 }
+
+/**
+ * The fast path after a write: try to hand the just-recorded events to the queues at once. It never
+ * throws and never delays the response; whatever it cannot publish stays in the outbox for the relay.
+ */
+export interface EventPublisher<Event extends OutboxEvent = OutboxEvent> {
+  publishRecorded(collection: OutboxCollection, documentId: string, events: Event[]): void;
+  close(): Promise<void>;
+}
+
+/** Leaves everything to the relay (used where no queue connection exists). */
+export const relayOnlyPublisher: EventPublisher<never> = {
+  publishRecorded() {},
+  async close() {},
+};

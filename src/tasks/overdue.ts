@@ -4,8 +4,8 @@ import { toTaskResponse } from '../contracts/tasks.js';
 import { overdueScanDuration, overdueTasksFired } from '../shared/metrics.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { OverdueTickJob } from '../contracts/jobs.js';
-import type { OutboxCollection } from '../events/publisher.js';
 import type { Logger } from '../shared/logger.js';
+import type { OutboxCollection } from '../shared/outbox.js';
 import type { TasksRepository } from './repository.js';
 import type { JobsOptions, Queue } from 'bullmq';
 

@@ -1,6 +1,5 @@
-import { EventsRepository } from '../events/repository.js';
 import { type DeclaredIndex, ensureCollectionIndexes } from '../shared/indexes.js';
-import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxFields } from '../shared/outbox.js';
+import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxFields, type OutboxOverflow } from '../shared/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { TaskPriority, TaskType } from '../contracts/task-kinds.js';
@@ -55,9 +54,10 @@ export class TasksRepository {
   private readonly collection: Collection<TaskDoc>;
 
   /** Where a too-full outbox is moved (see updateWithEvents). */
-  private readonly eventStore: EventsRepository;
+  private readonly eventStore: OutboxOverflow;
 
-  constructor(db: Db, eventStore = new EventsRepository(db)) {
+  /** `eventStore`: where a full outbox's events go first (the events repository). */
+  constructor(db: Db, eventStore: OutboxOverflow) {
     this.eventStore = eventStore;
     this.collection = db.collection<TaskDoc>('tasks');
   }

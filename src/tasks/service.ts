@@ -15,8 +15,8 @@ import type { TaskDoc,
   ListTasksQuery,
   TaskResponse,
   UpdateTaskBody } from '../contracts/tasks.js';
-import type { EventPublisher } from '../events/publisher.js';
 import type { ItemsRepository } from '../items/repository.js';
+import type { EventPublisher } from '../shared/outbox.js';
 import type { UsersRepository } from '../users/repository.js';
 import type { TaskChanges, TasksRepository } from './repository.js';
 

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/redis-server.js';
 import { KEPT_RESPONSE_BYTES, WebhookSender, type SendResult } from '../../src/hooks/sender.js';
-import { TargetGuard } from '../../src/hooks/target-guard.js';
+import { TargetGuard } from '../../src/shared/target-guard.js';
 import { metricsRegistry } from '../../src/shared/metrics.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createTask, createTenant, ext } from '../helpers/fixtures.js';

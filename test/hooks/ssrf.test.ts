@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
-import { isForbiddenAddress } from '../../src/hooks/target-guard.js';
+import { isForbiddenAddress } from '../../src/shared/target-guard.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { startWorkers } from '../../workers/start.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';

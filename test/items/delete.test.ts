@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EventsRepository } from '../../src/events/repository.js';
 import { scanOverdueTasks } from '../../src/tasks/overdue.js';
 import { TasksRepository } from '../../src/tasks/repository.js';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
@@ -148,7 +149,7 @@ describe('DELETE /v1/ext/tasks/{task_id}', () => {
     const published: EventEnvelope[] = [];
     await scanOverdueTasks(
       {
-        tasks: new TasksRepository(t.db),
+        tasks: new TasksRepository(t.db, new EventsRepository(t.db)),
         publisher: { publishAndClear: async (_c, docs) => void published.push(...docs.flatMap((doc) => doc.events)) },
         logger: pino({ level: 'silent' }),
       },

@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EventsRepository } from '../../src/events/repository.js';
 import { scanOverdueTasks, type OverdueScanDeps } from '../../src/tasks/overdue.js';
 import { TasksRepository } from '../../src/tasks/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
@@ -18,7 +19,7 @@ beforeAll(async () => {
   tenant = await createTenant(t.app);
   published = [];
   deps = {
-    tasks: new TasksRepository(t.db),
+    tasks: new TasksRepository(t.db, new EventsRepository(t.db)),
     publisher: {
       publishAndClear: async (_collection, documents) =>
         void published.push(...documents.flatMap((document) => document.events)),
