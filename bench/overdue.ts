@@ -10,10 +10,10 @@ import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
 import { MongoClient, type Document } from 'mongodb';
 import { pino } from 'pino';
+import { createEventPublisher } from '../src/container.js';
 import { EVENT_QUEUES } from '../src/contracts/jobs.js';
 import { type TaskDoc } from '../src/contracts/tasks.js';
 import { hasRedisServerBinary, PrivateRedisServer } from '../src/dev/redis-server.js';
-import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { EventsRepository } from '../src/events/repository.js';
 import { newId } from '../src/shared/ids.js';
 import { createQueue } from '../src/shared/queues.js';
@@ -111,7 +111,7 @@ const connection = redisUrl ? new Redis(redisUrl, { enableOfflineQueue: false, m
 connection?.on('error', () => {});
 if (connection) await new Promise((resolve) => connection.once('ready', resolve));
 const prefix = `bench${randomUUID().slice(0, 8)}`;
-const queuePublisher = connection ? new QueueEventPublisher(db, { connection, prefix }, logger) : undefined;
+const queuePublisher = connection ? createEventPublisher(db, { connection, prefix }, logger) : undefined;
 const publisher: OverdueScanDeps['publisher'] = queuePublisher ?? {
   publishAndClear: async () => Promise.reject(new Error('no Redis')),
 };

@@ -17,7 +17,6 @@ import { FailedAuthThrottle } from './auth/failed-auth-throttle.js';
 import { LastUsedTracker } from './auth/last-used.js';
 import { createContainer, type Container } from './container.js';
 import { QUEUE_NAMES } from './contracts/jobs.js';
-import { relayOnlyPublisher, type EventPublisher } from './shared/outbox.js';
 import { registerDeprecationHeaders } from './http/deprecation.js';
 import { handleFrameworkError, registerErrorHandling } from './http/error-handler.js';
 import { registerErrorReference } from './http/error-reference.js';
@@ -33,6 +32,7 @@ import {
 import { ValidationError } from './shared/errors.js';
 import { createLogger, type Logger } from './shared/logger.js';
 import { trackOutbox, trackQueues } from './shared/metrics.js';
+import { relayOnlyPublisher, type EventPublisher } from './shared/outbox.js';
 import { countPendingOutboxes } from './shared/outbox.js';
 import { closeQueues, createQueues } from './shared/queues.js';
 import { keyNamespace, type RedisClient } from './shared/redis.js';
@@ -40,9 +40,9 @@ import { SlidingWindowLimiter } from './shared/sliding-window.js';
 import './shared/zod-messages.js';
 import { traceRequests } from './telemetry/requests.js';
 import { tracingStarted } from './telemetry/state.js';
-import type { Resolver } from './shared/target-guard.js';
 import type { Repositories } from './repositories.js';
 import type { Config } from './shared/config.js';
+import type { Resolver } from './shared/target-guard.js';
 import type { Db } from 'mongodb';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 

@@ -1,28 +1,53 @@
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { AutomationsService } from './automations/service.js';
+import { historyRowsOf } from './contracts/history-rows.js';
 import { ErasureService } from './erasure/service.js';
 import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
-import { relayOnlyPublisher, type EventPublisher } from './shared/outbox.js';
+import { QueueEventPublisher, type QueueEventPublisherOptions } from './events/queue-publisher.js';
 import { SequencerStore } from './events/sequencer-store.js';
 import { ExportService } from './export/service.js';
+import { HistoryRepository } from './history/repository.js';
 import { HistoryService } from './history/service.js';
 import { HooksService } from './hooks/service.js';
-import { TargetGuard, type Resolver } from './shared/target-guard.js';
 import { ItemsService } from './items/service.js';
 import { PipelinesService } from './pipelines/service.js';
 import { createRepositories } from './repositories.js';
 import { createChangeFeeds } from './shared/change-feeds.js';
+import { relayOnlyPublisher, type EventPublisher } from './shared/outbox.js';
 import { CursorCodec } from './shared/pagination.js';
 import { loadSharedSecret } from './shared/secrets.js';
+import { TargetGuard, type Resolver } from './shared/target-guard.js';
 import { TasksService } from './tasks/service.js';
 import type { EventsRepository } from './events/repository.js';
 import type { Config } from './shared/config.js';
 import type { Logger } from './shared/logger.js';
-import type { Queues } from './shared/queues.js';
+import type { QueueSettings, Queues } from './shared/queues.js';
 import type { RedisClient } from './shared/redis.js';
 import type { Db } from 'mongodb';
+
+/**
+ * The events publisher (the fast path after a write, with a sequencer candidate): how every process builds it,
+ * so whichever process's sequencer holds the lease writes the record history the same way.
+ */
+export function createEventPublisher(
+  db: Db,
+  settings: QueueSettings,
+  logger: Logger,
+  options: Omit<QueueEventPublisherOptions, 'history'> & { historyRetentionDays?: number } = {},
+): QueueEventPublisher {
+  const { historyRetentionDays, ...rest } = options;
+  const history = new HistoryRepository(db, historyRetentionDays);
+  return new QueueEventPublisher(db, settings, logger, {
+    ...rest,
+    history: {
+      rowsOf: (events) => historyRowsOf(events, history.retentionDays),
+      record: (rows) => history.record(rows),
+    },
+  });
+}
+
 
 export interface ContainerDeps<P extends EventPublisher = EventPublisher> {
   config: Config;

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import closeWithGrace from 'close-with-grace';
 import { startWorkers } from '../workers/start.js';
 import { generateApiKey } from './auth/key-material.js';
+import { createEventPublisher } from './container.js';
 import { startEmbeddedMongo } from './dev/embedded-mongo.js';
 import { hasRedisServerBinary, PrivateRedisServer } from './dev/redis-server.js';
 import { seedDemo } from './dev/seed.js';
 import { readDevState, writeDevState } from './dev/state.js';
-import { QueueEventPublisher } from './events/queue-publisher.js';
 import { loadConfigOrExit } from './shared/config.js';
 import { createLogger } from './shared/logger.js';
 import { connectMongo } from './shared/mongo.js';
@@ -65,7 +65,7 @@ const mongo = await connectMongo(mongoServer.url, config.MONGO_DB);
 const redis = createRequestPathRedis(config.REDIS_URL);
 redis.on('error', () => {});
 // Fast path for events right after each write; the relay worker covers whatever this misses.
-const publisher = new QueueEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
+const publisher = createEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
   retentionDays: config.EVENTS_RETENTION_DAYS,
   historyRetentionDays: config.HISTORY_RETENTION_DAYS,
   sequencerLeaseMs: config.SEQUENCER_LEASE_MS,

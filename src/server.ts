@@ -1,5 +1,5 @@
 import closeWithGrace from 'close-with-grace';
-import { QueueEventPublisher } from './events/queue-publisher.js';
+import { createEventPublisher } from './container.js';
 import { loadConfigOrExit } from './shared/config.js';
 import { createLogger } from './shared/logger.js';
 import { createRequestPathRedis } from './shared/redis.js';
@@ -36,7 +36,7 @@ const mongo = await reachMongo(
 const redis = createRequestPathRedis(config.REDIS_URL);
 redis.on('error', () => {}); // state is reported by /readyz and the rate limiter; avoid an unhandled 'error' event
 // Fast path for events right after each write; the relay worker covers whatever this misses.
-const publisher = new QueueEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
+const publisher = createEventPublisher(mongo.db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
   retentionDays: config.EVENTS_RETENTION_DAYS,
   historyRetentionDays: config.HISTORY_RETENTION_DAYS,
   sequencerLeaseMs: config.SEQUENCER_LEASE_MS,

@@ -1,8 +1,8 @@
 import type { Container } from '../src/container.js';
 import type { QueueEventPublisher } from '../src/events/queue-publisher.js';
-import type { Resolver } from '../src/shared/target-guard.js';
 import type { Config, WorkerRole } from '../src/shared/config.js';
 import type { Logger } from '../src/shared/logger.js';
+import type { Resolver } from '../src/shared/target-guard.js';
 import type { Db } from 'mongodb';
 
 // What a worker role is, apart from start.ts, which starts them: the roles import this, start.ts imports the roles.

@@ -1,6 +1,5 @@
-import { createContainer } from '../src/container.js';
+import { createContainer, createEventPublisher } from '../src/container.js';
 import { QUEUE_NAMES } from '../src/contracts/jobs.js';
-import { QueueEventPublisher } from '../src/events/queue-publisher.js';
 import { ensureIndexes } from '../src/repositories.js';
 import { closeQueues, createQueues } from '../src/shared/queues.js';
 import { connectRedis, createWorkerRedis } from '../src/shared/redis.js';
@@ -42,7 +41,7 @@ export function createWorkerContext(options: WorkerOptions): WorkerContext & { c
     resolver: options.resolver,
     // Events the roles cause (automation actions, task.overdue) are published like the API's.
     publisher: (events) =>
-      new QueueEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
+      createEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, logger, {
         eventStore: events,
         sequencerLeaseMs: config.SEQUENCER_LEASE_MS,
         historyRetentionDays: config.HISTORY_RETENTION_DAYS,

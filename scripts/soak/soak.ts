@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { Queue } from 'bullmq';
 import { MongoClient } from 'mongodb';
-import { must } from '../../src/shared/must.js';
 import { QUEUE_NAMES } from '../../src/contracts/jobs.js';
+import { must } from '../../src/shared/must.js';
 import { createWorkerRedis, queuePrefixFor } from '../../src/shared/redis.js';
 import { CountingReceiver } from './receiver.js';
 import { logDir, SoakStack, stopProcess } from './stack.js';

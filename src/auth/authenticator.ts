@@ -3,8 +3,6 @@ import { SubscriptionInactiveError, UnauthorizedError } from '../shared/errors.j
 import { EXACT_TTL } from '../shared/lru.js';
 import { KEY_PREFIX, hashApiKey, hashesEqual, isWellFormedApiKey } from './key-material.js';
 import type { AuthContext } from '../contracts/auth-context.js';
-import type { EventActor } from '../contracts/envelope.js';
-import type { Scope } from '../contracts/scopes.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 

@@ -1,4 +1,4 @@
-import { InsufficientScopeError, RateLimitedError, UnauthorizedError } from '../shared/errors.js';
+import { InsufficientScopeError, RateLimitedError } from '../shared/errors.js';
 import { rateLimitRejections } from '../shared/metrics.js';
 import { must } from '../shared/must.js';
 import { UnknownApiKeyError, type ApiKeyAuthenticator } from './authenticator.js';

@@ -1,6 +1,4 @@
-import { historyRowsOf } from '../contracts/history-rows.js';
 import { EVENT_BATCH_JOB, EVENT_QUEUES, REPUBLISHED_JOB, type EventQueue, type PlannedBatch } from '../contracts/jobs.js';
-import { HistoryRepository } from '../history/repository.js';
 import { feedChannel } from '../shared/change-feeds.js';
 import { Coalescer } from '../shared/coalesce.js';
 import { clearPublished, eventBytes } from '../shared/outbox.js';
@@ -9,11 +7,11 @@ import { withTimeout } from '../shared/time.js';
 import { inPublishSpan, jobTraceMetadata } from '../telemetry/events.js';
 import { EventsRepository, type EventConsumer } from './repository.js';
 import { SequencerStore } from './sequencer-store.js';
-import { EventSequencer } from './sequencer.js';
+import { EventSequencer, type SequencerDeps } from './sequencer.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { Logger } from '../shared/logger.js';
-import type { RedisClient } from '../shared/redis.js';
 import type { EventPublisher, OutboxCollection } from '../shared/outbox.js';
+import type { RedisClient } from '../shared/redis.js';
 import type { FlowProducer } from 'bullmq';
 import type { Db } from 'mongodb';
 
@@ -45,16 +43,8 @@ export interface QueueEventPublisherOptions {
   /** Run a sequencer candidate in this process (default true); one process at a time holds the lease. */
   sequencer?: boolean;
   sequencerLeaseMs?: number;
-  /** HISTORY_RETENTION_DAYS (default 365): the sequencer writes each batch's record history with it. */
-  historyRetentionDays?: number;
-}
-
-/** What the sequencer needs of the record history. */
-function recordHistory(history: HistoryRepository) {
-  return {
-    rowsOf: (events: Parameters<typeof historyRowsOf>[0]) => historyRowsOf(events, history.retentionDays),
-    record: (rows: Parameters<HistoryRepository['record']>[0]) => history.record(rows),
-  };
+  /** The record history the sequencer writes with each batch (built by src/container.ts createEventPublisher). */
+  history: SequencerDeps['history'];
 }
 
 export class QueueEventPublisher implements EventPublisher {
@@ -70,7 +60,7 @@ export class QueueEventPublisher implements EventPublisher {
     private readonly db: Db,
     private readonly settings: QueueSettings,
     private readonly logger: Logger,
-    options: QueueEventPublisherOptions = {},
+    options: QueueEventPublisherOptions,
   ) {
     this.eventStore = options.eventStore ?? new EventsRepository(db, options.retentionDays);
     this.producer = createEventProducer(settings);
@@ -87,7 +77,7 @@ export class QueueEventPublisher implements EventPublisher {
       },
       logger,
       leaseMs: options.sequencerLeaseMs,
-      history: recordHistory(new HistoryRepository(db, options.historyRetentionDays)),
+      history: options.history,
     });
     if (options.sequencer ?? true) this.sequencer.start();
   }

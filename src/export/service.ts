@@ -5,10 +5,6 @@ import type { AuthContext } from '../contracts/auth-context.js';
 import type { ItemDoc } from '../contracts/items.js';
 import type { PipelineDoc } from '../contracts/pipelines.js';
 import type { TaskDoc } from '../contracts/tasks.js';
-import type { EventFeed } from '../events/feed.js';
-import type { ItemsRepository } from '../items/repository.js';
-import type { PipelinesRepository } from '../pipelines/repository.js';
-import type { TasksRepository } from '../tasks/repository.js';
 
 /** Records the driver fetches per round trip: at most this many are held in memory at once. */
 const BATCH = 200;
@@ -19,12 +15,6 @@ const BATCH = 200;
  */
 const CHUNK_BYTES = 16 * 1024;
 
-export interface ExportServiceDeps {
-  items: Pick<ItemsRepository, 'exportCursor'>;
-  tasks: Pick<TasksRepository, 'exportCursor'>;
-  pipelines: Pick<PipelinesRepository, 'findCached'>;
-  feed: Pick<EventFeed, 'currentPosition'>;
-}
 
 /** An export: the feed position taken before the read, and the NDJSON body, read from MongoDB as the client takes it. */
 export interface Export {
@@ -33,6 +23,14 @@ export interface Export {
 }
 
 type Closable<T> = AsyncIterable<T> & { close(): Promise<void> };
+
+/** What an export reads, each from the feature that owns it: live records by cursor, pipelines, the feed position. */
+export interface ExportServiceDeps {
+  items: { exportCursor(companyId: string, batchSize: number): Closable<ItemDoc> };
+  tasks: { exportCursor(companyId: string, batchSize: number): Closable<TaskDoc> };
+  pipelines: { findCached(companyId: string, pipelineId: string): Promise<PipelineDoc | null> };
+  feed: { currentPosition(auth: AuthContext): Promise<string> };
+}
 
 /**
  * Exports (docs/export.md): every live record of the company as NDJSON, one API-shaped record a line, streamed from

@@ -4,9 +4,8 @@ import { ExistenceCache } from '../shared/existence-cache.js';
 import { companyScopedKey } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
-import { OUTBOX_INDEX, updateWithEvents, type OutboxFields, type OutboxOverflow } from '../shared/outbox.js';
+import { OUTBOX_INDEX, updateWithEvents, type OutboxOverflow } from '../shared/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
-import type { CustomValues } from '../contracts/custom-fields.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { ItemDoc } from '../contracts/items.js';
 

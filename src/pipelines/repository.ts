@@ -1,7 +1,7 @@
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { companyScopedKey, isIdOf } from '../shared/ids.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
-import type { PipelineDoc, DuplicateDetection, FieldDefinition, PipelineResponse } from '../contracts/pipelines.js';
+import type { PipelineDoc, PipelineResponse } from '../contracts/pipelines.js';
 import type { Collection, Db, FindCursor } from 'mongodb';
 
 

@@ -1,8 +1,7 @@
 import { type DeclaredIndex, ensureCollectionIndexes } from '../shared/indexes.js';
-import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxFields, type OutboxOverflow } from '../shared/outbox.js';
+import { OUTBOX_INDEX, outboxOnUpdate, updateWithEvents, type OutboxOverflow } from '../shared/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
-import type { TaskPriority, TaskType } from '../contracts/task-kinds.js';
 import type { TaskDoc } from '../contracts/tasks.js';
 import type { Collection, Db, Filter, FindCursor } from 'mongodb';
 

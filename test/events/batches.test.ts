@@ -1,8 +1,8 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEventPublisher } from '../../src/container.js';
 import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
 import { EVENT_BATCH_MAX_BYTES, eventBatchJobId, type EventJobData } from '../../src/contracts/jobs.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { relayPendingEvents } from '../../src/events/relay.js';
 import { newId } from '../../src/shared/ids.js';
 import { outboxOnInsert } from '../../src/shared/outbox.js';
@@ -11,6 +11,7 @@ import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { eventsOfJob, taskData } from '../helpers/events.js';
 import { waitFor } from '../helpers/wait.js';
+import type { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import type { Queue } from 'bullmq';
 
 // The move (web process or relay) only records events; the sequencer alone gives them their place in
@@ -23,7 +24,7 @@ const silent = pino({ level: 'silent' });
 beforeAll(async () => {
   env = await createTestEnv();
   await waitFor(() => env.redis.status === 'ready'); // the publisher queues only on a ready connection
-  publisher = new QueueEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, silent);
+  publisher = createEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, silent);
   fanout = createQueue('hook-fanout', { connection: env.redis, prefix: env.config.QUEUE_PREFIX });
 });
 afterAll(async () => {
@@ -105,7 +106,7 @@ describe("the sequencer's batches", () => {
     down.on('error', () => {});
     // This process's own sequencer stays out of it: the offline one must hold the lease.
     await publisher.sequencer.stop();
-    const offline = new QueueEventPublisher(env.db, { connection: down, prefix: env.config.QUEUE_PREFIX }, silent);
+    const offline = createEventPublisher(env.db, { connection: down, prefix: env.config.QUEUE_PREFIX }, silent);
     try {
       const pending = [buildEvent('task.created', company, taskData({}))];
       const id = await taskWithOutbox(pending);
@@ -153,7 +154,7 @@ describe('events recorded before sequences existed', () => {
           expires_at: new Date(Date.now() + 86_400_000),
         })),
       );
-      const first = new QueueEventPublisher(
+      const first = createEventPublisher(
         legacyEnv.db,
         { connection: env.redis, prefix: legacyEnv.config.QUEUE_PREFIX },
         silent,

@@ -1,8 +1,8 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
+import { createEventPublisher } from '../../src/container.js';
 import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { SequencerStore } from '../../src/events/sequencer-store.js';
 import { ensureIndexes } from '../../src/repositories.js';
@@ -29,7 +29,7 @@ async function webProcess(env: TestEnv, options: { sequencer?: boolean; db?: Db 
   const redis = createRequestPathRedis(env.config.REDIS_URL, { commandTimeout: 10_000 });
   redis.on('error', () => {});
   await waitFor(() => redis.status === 'ready');
-  const publisher = new QueueEventPublisher(db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent, {
+  const publisher = createEventPublisher(db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent, {
     sequencer: options.sequencer ?? true,
     sequencerLeaseMs: env.config.SEQUENCER_LEASE_MS,
   });

@@ -2,10 +2,10 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
+import { createEventPublisher } from '../../src/container.js';
 import { buildEvent, type EventEnvelope } from '../../src/contracts/envelope.js';
 import { EVENT_QUEUES } from '../../src/contracts/jobs.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { Reconciler } from '../../src/events/reconciler.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { ensureIndexes } from '../../src/repositories.js';
@@ -37,7 +37,7 @@ async function volatileStack(overrides: Record<string, string> = {}) {
   redis.on('error', () => {});
   // The publisher takes events only on a ready connection (else they wait for the relay): connect first.
   await waitFor(() => redis.status === 'ready', 10_000);
-  const publisher = new QueueEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent);
+  const publisher = createEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent);
   const app: App = await buildApp({ config: env.config, db: env.db, redis, publisher, logger: silent });
   const receiver = await Receiver.start();
   return {

@@ -1,8 +1,8 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
+import { createEventPublisher } from '../../src/container.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { buildTestApp, createTestEnv, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { admin, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
@@ -35,7 +35,7 @@ describe('Redis outage while tasks are created', () => {
     const env = await createTestEnv({ REDIS_URL: redisServer.url, RATE_LIMIT_MAX: '1000' });
     const redis = createRequestPathRedis(redisServer.url);
     redis.on('error', () => {});
-    const publisher = new QueueEventPublisher(
+    const publisher = createEventPublisher(
       env.db,
       { connection: redis, prefix: env.config.QUEUE_PREFIX },
       pino({ level: 'silent' }),

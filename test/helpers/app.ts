@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { inject } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
+import { createEventPublisher } from '../../src/container.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { loadConfig, type Config, type WorkerRole } from '../../src/shared/config.js';
 import { connectMongo } from '../../src/shared/mongo.js';
@@ -75,11 +75,14 @@ export async function buildTestApp(
   const env = await createTestEnv(overrides);
   await ensureIndexes(env.db);
   const publisher = options.publisher
-    ? new QueueEventPublisher(
+    ? createEventPublisher(
         env.db,
         { connection: env.redis, prefix: env.config.QUEUE_PREFIX },
         pino({ level: 'silent' }),
-        { sequencerLeaseMs: env.config.SEQUENCER_LEASE_MS, historyRetentionDays: env.config.HISTORY_RETENTION_DAYS },
+        {
+          sequencerLeaseMs: env.config.SEQUENCER_LEASE_MS,
+          historyRetentionDays: env.config.HISTORY_RETENTION_DAYS,
+        },
       )
     : undefined;
   const app = await buildApp({ config: env.config, db: env.db, redis: env.redis, publisher });

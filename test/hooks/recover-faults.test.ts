@@ -2,8 +2,8 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
+import { createEventPublisher } from '../../src/container.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { RECOVERY_WINDOW_PER_IN_FLIGHT } from '../../src/hooks/recovery.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { createQueue } from '../../src/shared/queues.js';
@@ -14,6 +14,7 @@ import { eventsFinished } from '../helpers/hooks.js';
 import { killHard, spawnWorker, stopGracefully } from '../helpers/processes.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { Receiver } from './receiver.js';
+import type { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import type { Config } from '../../src/shared/config.js';
 
 /**
@@ -42,7 +43,7 @@ beforeAll(async () => {
   await ensureIndexes(env.db);
   redis = createRequestPathRedis(redisServer.url, { commandTimeout: 10_000 });
   redis.on('error', () => {});
-  publisher = new QueueEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent);
+  publisher = createEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent);
   app = await buildApp({ config: env.config, db: env.db, redis, publisher, logger: silent });
   relay = await startTestWorkers(env.config, env.db, ['relay']);
 });

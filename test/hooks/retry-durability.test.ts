@@ -2,8 +2,8 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
+import { createEventPublisher } from '../../src/container.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
@@ -12,6 +12,7 @@ import { createTestEnv, startTestWorkers, type TestEnv } from '../helpers/app.js
 import { createTask, createTenant, ext } from '../helpers/fixtures.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { Receiver } from './receiver.js';
+import type { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 
 const silent = pino({ level: 'silent' });
 const RETRY_AFTER_SECONDS = 3;
@@ -35,7 +36,7 @@ beforeAll(async () => {
   await ensureIndexes(env.db);
   redis = createRequestPathRedis(redisServer.url, { commandTimeout: 10_000 });
   redis.on('error', () => {});
-  publisher = new QueueEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent);
+  publisher = createEventPublisher(env.db, { connection: redis, prefix: env.config.QUEUE_PREFIX }, silent);
   app = await buildApp({ config: env.config, db: env.db, redis, publisher, logger: silent });
   workers = await startTestWorkers(env.config, env.db, ['relay', 'hooks']);
 });

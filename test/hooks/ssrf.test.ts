@@ -1,14 +1,15 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
-import { isForbiddenAddress } from '../../src/shared/target-guard.js';
+import { createEventPublisher } from '../../src/container.js';
 import { ensureIndexes } from '../../src/repositories.js';
+import { isForbiddenAddress } from '../../src/shared/target-guard.js';
 import { startWorkers } from '../../workers/start.js';
 import { createTestEnv, type TestEnv } from '../helpers/app.js';
 import { createTask, createTenant, expectProblem, ext } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { Receiver } from './receiver.js';
+import type { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 
 // DNS the test controls: the same resolver serves the web app (subscribe time) and the worker (delivery time).
 const dns = new Map<string, string[]>([
@@ -34,7 +35,7 @@ beforeAll(async () => {
   });
   await ensureIndexes(env.db);
   const logger = pino({ level: 'silent' });
-  publisher = new QueueEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, logger);
+  publisher = createEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, logger);
   app = await buildApp({ config: env.config, db: env.db, redis: env.redis, publisher, resolver, logger });
   workers = await startWorkers({
     config: { ...env.config, WORKERS: ['relay', 'hooks'] },

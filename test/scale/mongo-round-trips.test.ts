@@ -5,13 +5,14 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
+import { createEventPublisher } from '../../src/container.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { onMongoCommand, type SentCommand } from '../../src/shared/mongo-commands.js';
 import { connectMongo, type MongoConnection } from '../../src/shared/mongo.js';
 import { createRequestPathRedis, type RedisClient } from '../../src/shared/redis.js';
 import { testConfig } from '../helpers/app.js';
 import { createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+import type { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import type { Config } from '../../src/shared/config.js';
 
 let config: Config;
@@ -31,7 +32,7 @@ beforeAll(async () => {
   redis.on('error', () => {});
   await ensureIndexes(mongo.db);
   // The production fast path: events are moved out of the outbox right after each write.
-  publisher = new QueueEventPublisher(
+  publisher = createEventPublisher(
     mongo.db,
     { connection: redis, prefix: config.QUEUE_PREFIX },
     pino({ level: 'silent' }),

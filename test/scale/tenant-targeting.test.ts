@@ -2,7 +2,7 @@ import { MongoClient, type CommandStartedEvent, type Db, type Document } from 'm
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { QueueEventPublisher } from '../../src/events/queue-publisher.js';
+import { createEventPublisher } from '../../src/container.js';
 import { ensureIndexes } from '../../src/repositories.js';
 import { createRequestPathRedis, type RedisClient } from '../../src/shared/redis.js';
 import { startWorkers } from '../../workers/start.js';
@@ -11,6 +11,7 @@ import { EXT_ROUTES, seedResources } from '../helpers/ext-routes.js';
 import { admin, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import { Receiver } from '../hooks/receiver.js';
+import type { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 
 /**
  * On a sharded MongoDB (shard key led by company_id, docs/scaling.md) a query without company_id
@@ -119,7 +120,7 @@ beforeAll(async () => {
   await ensureIndexes(db);
   redis = createRequestPathRedis(config.REDIS_URL);
   redis.on('error', () => {});
-  publisher = new QueueEventPublisher(
+  publisher = createEventPublisher(
     db,
     { connection: redis, prefix: config.QUEUE_PREFIX },
     pino({ level: 'silent' }),
