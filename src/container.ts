@@ -48,7 +48,6 @@ export function createEventPublisher(
   });
 }
 
-
 export interface ContainerDeps<P extends EventPublisher = EventPublisher> {
   config: Config;
   db: Db;

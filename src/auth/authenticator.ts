@@ -6,7 +6,6 @@ import type { AuthContext } from '../contracts/auth-context.js';
 import type { ChangeAnnouncer } from '../shared/change-feeds.js';
 import type { ApiKeyDoc, ApiKeysRepository } from './api-keys.repository.js';
 
-
 /** What authentication needs of a company: whether it exists and its subscription status (402). */
 interface CompanyStatus {
   subscription_status: 'active' | 'inactive';

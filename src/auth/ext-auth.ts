@@ -8,7 +8,6 @@ import type { SlidingWindowLimiter } from '../shared/sliding-window.js';
 import type { LastUsedTracker } from './last-used.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
-
 export interface ExtAuthDeps {
   authenticator: ApiKeyAuthenticator;
   rateLimiter: SlidingWindowLimiter;
@@ -59,4 +58,3 @@ export function createExtAuthHook(deps: ExtAuthDeps) {
       throw new InsufficientScopeError(must(anyScope[0], 'a scope in anyScope'));
   };
 }
-

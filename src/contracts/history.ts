@@ -4,7 +4,6 @@ import { isoTimestampOutput, isoTimestampQuery, toIso } from '../shared/time.js'
 import { eventActorSchema, MAX_SEQUENCE, sequenceSchema } from './envelope.js';
 import type { HistoryRow } from './history-rows.js';
 
-
 const ITEM_TYPES = ['item.created', 'item.updated', 'item.deleted'] as const;
 const TASK_TYPES = ['task.created', 'task.updated', 'task.completed', 'task.overdue', 'task.deleted'] as const;
 

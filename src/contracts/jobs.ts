@@ -1,6 +1,5 @@
 import type { EventEnvelope, WebhookEnvelope } from './envelope.js';
 
-
 /** A webhook to send: for a REST hook subscription or an automation's `webhook` action. */
 export interface DeliveryJob {
   event: WebhookEnvelope;
@@ -50,7 +49,13 @@ export interface OverdueTickJob {
   tick: string;
 }
 
-export const QUEUE_NAMES: Array<keyof JobPayloads> = ['automations', 'hook-fanout', 'deliveries', 'erasures', 'overdue'];
+export const QUEUE_NAMES: Array<keyof JobPayloads> = [
+  'automations',
+  'hook-fanout',
+  'deliveries',
+  'erasures',
+  'overdue',
+];
 export const EVENT_QUEUES = ['automations', 'hook-fanout'] as const satisfies ReadonlyArray<keyof JobPayloads>;
 export type EventQueue = (typeof EVENT_QUEUES)[number];
 

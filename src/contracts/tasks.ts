@@ -6,7 +6,6 @@ import type { OutboxFields } from '../shared/outbox.js';
 import type { EventEnvelope } from './envelope.js';
 import type { TaskPriority, TaskType } from './task-kinds.js';
 
-
 /** One entity schema; its keys are exactly the spec's Task table, in that order (DECISIONS.md section 8). */
 const MAX_MINUTES = 525_600; // one year
 const minutes = z.number().int().min(0).max(MAX_MINUTES).describe('Minutes, null when not set').meta({ example: 30 });

@@ -1,4 +1,10 @@
-import { EVENT_BATCH_JOB, EVENT_QUEUES, REPUBLISHED_JOB, type EventQueue, type PlannedBatch } from '../contracts/jobs.js';
+import {
+  EVENT_BATCH_JOB,
+  EVENT_QUEUES,
+  REPUBLISHED_JOB,
+  type EventQueue,
+  type PlannedBatch,
+} from '../contracts/jobs.js';
 import { feedChannel } from '../shared/change-feeds.js';
 import { Coalescer } from '../shared/coalesce.js';
 import { clearPublished, eventBytes } from '../shared/outbox.js';

@@ -9,7 +9,6 @@ const PAGE = 500;
 /** Compare-and-set of the mark: a Redis that lost its data meanwhile has no mark to match. */
 const SET_IF_EQUAL = `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2]) return 1 else return 0 end`;
 
-
 export interface ReconcilerDeps {
   /** Fails fast while Redis is away. */
   redis: RedisClient;

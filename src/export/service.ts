@@ -15,7 +15,6 @@ const BATCH = 200;
  */
 const CHUNK_BYTES = 16 * 1024;
 
-
 /** An export: the feed position taken before the read, and the NDJSON body, read from MongoDB as the client takes it. */
 export interface Export {
   nextCursor: string;

@@ -7,7 +7,6 @@ import type { Collection, Db, Filter } from 'mongodb';
 export const DEFAULT_HISTORY_RETENTION_DAYS = 365;
 const DAY_MS = 24 * 3_600_000;
 
-
 /**
  * The only code that touches `record_history`: every change of every item and task, written by the
  * sequencer in the batch that makes its event readable (docs/items.md, "History"), kept

@@ -4,7 +4,6 @@ import { hookDeliveryJobId } from './fanout.js';
 import { disabledState, eventsOf, type HookDoc, type HooksRepository } from './repository.js';
 import type { EventEnvelope, EventType } from '../contracts/envelope.js';
 import type { DeliveryJob } from '../contracts/jobs.js';
-import type { EventsRepository } from '../events/repository.js';
 import type { Logger } from '../shared/logger.js';
 import type { DeliveriesRepository } from './deliveries.repository.js';
 import type { RecoveriesRepository, RecoveryDoc } from './recoveries.repository.js';
@@ -38,9 +37,22 @@ export function isRecoveryJob(jobId: string): boolean {
   return jobId.includes(':recover-');
 }
 
+/** The events feature's store, as far as hooks read it: recorded events by id, and a recovery's feed range. */
+export interface RecordedEvents {
+  recoveryPage(
+    companyId: string,
+    range: { afterSequence: number; upto: number; since: Date; until: Date; types?: EventType[] },
+    limit: number,
+  ): Promise<Array<{ _id: string; event: EventEnvelope; sequence?: number }>>;
+  /** A readable (sequenced, retained) event. */
+  findById(companyId: string, eventId: string): Promise<{ event: EventEnvelope } | null>;
+  /** The oldest occurred_at the store still keeps. */
+  retainedSince(now?: Date): Date;
+}
+
 export interface RecoveryScanDeps {
   hooks: Pick<HooksRepository, 'takes'>;
-  events: Pick<EventsRepository, 'recoveryPage'>;
+  events: Pick<RecordedEvents, 'recoveryPage'>;
   deliveries: Pick<DeliveriesRepository, 'recoveryStates'>;
 }
 

@@ -2,7 +2,13 @@ import { MongoServerError, type Collection, type Db, type FindCursor } from 'mon
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
-import { moveOutboxes, OUTBOX_INDEX, outboxOnUpdate, type OutboxFields, type OutboxOverflow } from '../shared/outbox.js';
+import {
+  moveOutboxes,
+  OUTBOX_INDEX,
+  outboxOnUpdate,
+  type OutboxFields,
+  type OutboxOverflow,
+} from '../shared/outbox.js';
 import { passesChangeFilter, type ChangeCondition } from './change-filter.js';
 import type { EventEnvelope, EventType } from '../contracts/envelope.js';
 

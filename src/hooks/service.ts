@@ -35,15 +35,14 @@ import {
   type UpdateHookBody,
 } from './schemas.js';
 import { newWebhookSecret, SECRET_ROTATION_OVERLAP_MS } from './signing.js';
-import type { ApiKeyDoc } from '../auth/api-keys.repository.js';
 import type { Actor, AuthContext } from '../contracts/auth-context.js';
 import type { DeliveryJob } from '../contracts/jobs.js';
-import type { EventsRepository } from '../events/repository.js';
-import type { PipelinesRepository } from '../pipelines/repository.js';
+import type { PipelineDoc } from '../contracts/pipelines.js';
 import type { TargetGuard } from '../shared/target-guard.js';
 import type { ChangeCondition } from './change-filter.js';
 import type { DeliveriesQuery, DeliveriesRepository } from './deliveries.repository.js';
 import type { RecoveriesRepository } from './recoveries.repository.js';
+import type { RecordedEvents } from './recovery.js';
 
 /** How long runners leave a new recovery to the request that counts it. */
 const RECOVERY_COUNT_GRACE_MS = 60_000;
@@ -51,11 +50,17 @@ const RECOVERY_COUNT_GRACE_MS = 60_000;
 /** How many of a hook's latest attempts the deliveries route shows. */
 export const RECENT_ATTEMPTS = 100;
 
+/** What a hook needs of its API key (the auth feature's record): its revocation and expiry. */
+export interface KeyValidity {
+  revoked_at: Date | null;
+  expires_at: Date | null;
+}
+
 export interface HooksServiceDeps {
   hooks: HooksRepository;
   deliveries: DeliveriesRepository;
   /** Where a delivered event's envelope is read for a redelivery (its delivery record leaves it out), and a recovery's events. */
-  events: Pick<EventsRepository, 'findById' | 'recoveryPage' | 'retainedSince'>;
+  events: RecordedEvents;
   recoveries: RecoveriesRepository;
   /** The company's readable feed position: a recovery covers the events up to it. */
   readablePosition(companyId: string): Promise<number>;
@@ -63,11 +68,14 @@ export interface HooksServiceDeps {
   /** Whether a pipeline of the company exists (a filter may name only those). */
   pipelineExists(companyId: string, pipelineId: string): Promise<boolean>;
   /** The company's pipelines: their custom fields are what `filter.changes` may name besides core fields. */
-  pipelines: Pick<PipelinesRepository, 'findCached' | 'list'>;
+  pipelines: {
+    findCached(companyId: string, pipelineId: string): Promise<PipelineDoc | null>;
+    list(companyId: string): Promise<PipelineDoc[]>;
+  };
   /** HOOK_MAX_PER_COMPANY. */
   maxHooksPerCompany: number;
   /** The API key a subscribe acts with, as stored now (its revocation and expiry). */
-  apiKey(companyId: string, keyId: string): Promise<Pick<ApiKeyDoc, 'revoked_at' | 'expires_at'> | null>;
+  apiKey(companyId: string, keyId: string): Promise<KeyValidity | null>;
   enqueueDelivery(data: DeliveryJob, jobId: string): Promise<void>;
 }
 
@@ -205,7 +213,7 @@ export class HooksService {
   }
 
   /** The acting key, unless it was revoked since its request was authenticated (the check may be cached). */
-  private async usableKey(companyId: string, keyId: string): Promise<Pick<ApiKeyDoc, 'revoked_at' | 'expires_at'>> {
+  private async usableKey(companyId: string, keyId: string): Promise<KeyValidity> {
     const key = await this.deps.apiKey(companyId, keyId);
     if (!key || key.revoked_at) throw new UnauthorizedError('The API key has been revoked');
     return key;

@@ -9,7 +9,6 @@ import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { ItemDoc } from '../contracts/items.js';
 
-
 /** What a read of an item leaves out: the outbox's events (its bookkeeping counters stay). */
 const ITEM_READ = { pending_events: 0 } as const;
 

@@ -9,7 +9,8 @@ import {
   type ItemResponse,
   type listItemsQuery,
   type updateItemBody,
-  type upsertItemBody, type ItemDoc
+  type upsertItemBody,
+  type ItemDoc,
 } from '../contracts/items.js';
 import { nextSequence } from '../shared/counters.js';
 import {
@@ -33,7 +34,6 @@ import { itemFromBytes, itemToBytes, type ItemChanges, type ItemsRepository } fr
 import { itemSearch, nameWords } from './search.js';
 import type { Actor } from '../contracts/auth-context.js';
 import type { PipelineDoc } from '../contracts/pipelines.js';
-import type { PipelinesRepository } from '../pipelines/repository.js';
 import type { EventPublisher } from '../shared/outbox.js';
 import type { CursorCodec } from '../shared/pagination.js';
 import type { Db } from 'mongodb';
@@ -65,7 +65,8 @@ interface RecentItem {
 export interface ItemsServiceDeps {
   db: Db;
   items: ItemsRepository;
-  pipelines: PipelinesRepository;
+  /** The pipelines feature's cached read: an item is validated and shaped by its pipeline. */
+  pipelines: { findCached(companyId: string, pipelineId: string): Promise<PipelineDoc | null> };
   publisher: EventPublisher;
   cursors: () => Promise<CursorCodec>;
 }

@@ -4,9 +4,6 @@ import { ensureCollectionIndexes } from '../shared/indexes.js';
 import type { PipelineDoc, PipelineResponse } from '../contracts/pipelines.js';
 import type { Collection, Db, FindCursor } from 'mongodb';
 
-
-
-
 /**
  * The only code that touches `pipelines`. With a change feed, every write is announced and
  * `findCached` serves the request path from memory (items are validated and shaped by their pipeline

@@ -1,14 +1,14 @@
-import {
-  DEFAULT_DUPLICATE_DETECTION,
-} from '../contracts/pipelines.js';
+import { DEFAULT_DUPLICATE_DETECTION } from '../contracts/pipelines.js';
 import { NotFoundError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { newId } from '../shared/ids.js';
 import { retryLostRaces } from '../shared/optimistic.js';
-import type { PipelineDoc,
+import type {
+  PipelineDoc,
   createPipelineBody,
   DuplicateDetection,
   FieldDefinition,
-  updatePipelineBody } from '../contracts/pipelines.js';
+  updatePipelineBody,
+} from '../contracts/pipelines.js';
 import type { PipelinesRepository } from './repository.js';
 import type { FindCursor } from 'mongodb';
 import type { z } from 'zod';

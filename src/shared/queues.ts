@@ -43,7 +43,10 @@ export interface QueueSettings {
  * could time out on a busy machine and surface as an unhandled rejection, and the workers' own
  * connections run the check anyway.
  */
-export function createQueue<N extends QueueName>(name: N, settings: QueueSettings): Queue<QueueRegistry[N], unknown, string> {
+export function createQueue<N extends QueueName>(
+  name: N,
+  settings: QueueSettings,
+): Queue<QueueRegistry[N], unknown, string> {
   return new Queue<QueueRegistry[N], unknown, string>(name, {
     connection: settings.connection,
     prefix: settings.prefix,
@@ -126,4 +129,3 @@ export function createEventProducer(settings: QueueSettings): FlowProducer {
 export async function jobStillQueued(queue: Pick<Queue, 'getJobState'>, jobId: string): Promise<boolean> {
   return (await queue.getJobState(jobId)) !== 'unknown';
 }
-

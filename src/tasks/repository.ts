@@ -5,7 +5,6 @@ import type { EventEnvelope } from '../contracts/envelope.js';
 import type { TaskDoc } from '../contracts/tasks.js';
 import type { Collection, Db, Filter, FindCursor } from 'mongodb';
 
-
 /** Matches live tasks: archived_at null or absent (tasks written before archiving existed have none). */
 export const LIVE_TASK = { archived_at: null };
 

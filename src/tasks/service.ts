@@ -1,8 +1,6 @@
 import { buildCompanyEvent } from '../contracts/company-events.js';
 import { diffResources, type EventEnvelope } from '../contracts/envelope.js';
-import {
-  toTaskResponse,
-} from '../contracts/tasks.js';
+import { toTaskResponse } from '../contracts/tasks.js';
 import { NotFoundError, PreconditionFailedError, ValidationError, type FieldProblem } from '../shared/errors.js';
 import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
@@ -10,14 +8,8 @@ import { retryLostRaces } from '../shared/optimistic.js';
 import { outboxOnInsert } from '../shared/outbox.js';
 import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
 import type { Actor } from '../contracts/auth-context.js';
-import type { TaskDoc,
-  CreateTaskBody,
-  ListTasksQuery,
-  TaskResponse,
-  UpdateTaskBody } from '../contracts/tasks.js';
-import type { ItemsRepository } from '../items/repository.js';
+import type { TaskDoc, CreateTaskBody, ListTasksQuery, TaskResponse, UpdateTaskBody } from '../contracts/tasks.js';
 import type { EventPublisher } from '../shared/outbox.js';
-import type { UsersRepository } from '../users/repository.js';
 import type { TaskChanges, TasksRepository } from './repository.js';
 
 // Each lost race means another writer won, so this bounds waiting under heavy contention on one task.
@@ -25,8 +17,9 @@ const UPDATE_RETRIES = 25;
 
 export interface TasksServiceDeps {
   tasks: TasksRepository;
-  users: UsersRepository;
-  items: ItemsRepository;
+  /** The users and items features' cached existence checks: a task's assignee and item are in its company. */
+  users: { existsCached(companyId: string, userId: string): Promise<boolean> };
+  items: { existsCached(companyId: string, itemId: string): Promise<boolean> };
   publisher: EventPublisher;
   cursors: () => Promise<CursorCodec>;
 }

@@ -120,11 +120,7 @@ beforeAll(async () => {
   await ensureIndexes(db);
   redis = createRequestPathRedis(config.REDIS_URL);
   redis.on('error', () => {});
-  publisher = createEventPublisher(
-    db,
-    { connection: redis, prefix: config.QUEUE_PREFIX },
-    pino({ level: 'silent' }),
-  );
+  publisher = createEventPublisher(db, { connection: redis, prefix: config.QUEUE_PREFIX }, pino({ level: 'silent' }));
   app = await buildApp({ config, db, redis, publisher });
   await app.ready();
   workers = await startWorkers({

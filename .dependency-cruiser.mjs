@@ -7,7 +7,8 @@
 //   container  src/container.ts, src/repositories.ts: builds every repository, service and processor once
 //   entry      src/app.ts, then src/web.ts, src/server.ts, workers/
 // An import may only go down (or stay within its own folder). Type-only imports count too, cycles included.
-const FEATURES = 'items|tasks|pipelines|auth|companies|users|hooks|automations|events|history|export|erasure|idempotency';
+const FEATURES =
+  'items|tasks|pipelines|auth|companies|users|hooks|automations|events|history|export|erasure|idempotency';
 const GROUND = '^src/(shared|telemetry|http)/';
 const CONTRACTS = '^src/contracts/';
 const FEATURE = `^src/(${FEATURES})/`;
@@ -20,12 +21,12 @@ const TOOLING = '^(src/dev/|test/|bench/|scripts/)';
 const above = (name, from, ...higher) => ({
   name,
   severity: 'error',
-  comment: `${name}: imports only go down a floor (see the top of .dependency-cruiser.cjs)`,
+  comment: `${name}: imports only go down a floor (see the top of .dependency-cruiser.mjs)`,
   from: { path: from },
   to: { path: higher.join('|') },
 });
 
-module.exports = {
+export default {
   forbidden: [
     {
       name: 'no-circular',
@@ -37,7 +38,8 @@ module.exports = {
     {
       name: 'feature-to-feature',
       severity: 'error',
-      comment: 'Features stand side by side: one never imports another (declare a narrow type; the container wires it).',
+      comment:
+        'Features stand side by side: one never imports another (declare a narrow type; the container wires it).',
       from: { path: `^src/(${FEATURES})/` },
       to: { path: FEATURE, pathNot: '^src/$1/' },
     },
