@@ -8,21 +8,21 @@ import { newId } from '../../src/shared/ids.js';
 import { outboxOnInsert } from '../../src/shared/outbox.js';
 import { createQueue } from '../../src/shared/queues.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
-import { createTestEnv, type TestEnv } from '../helpers/app.js';
-import { eventsOfJob, taskData } from '../helpers/events.js';
+import { buildTestApp, createTestEnv, type TestApp } from '../helpers/app.js';
+import { eventsOfJob, outboxBacklog, taskData } from '../helpers/events.js';
 import { waitFor } from '../helpers/wait.js';
 import type { QueueEventPublisher } from '../../src/events/queue-publisher.js';
 import type { Queue } from 'bullmq';
 
 // The move (web process or relay) only records events; the sequencer alone gives them their place in
 // the feed and publishes them, so a move and the relay on the same outbox never publish an event twice.
-let env: TestEnv;
+let env: TestApp; // an app only for its /metrics (the outbox gauge); the publishers are this file's own
 let publisher: QueueEventPublisher;
 let fanout: Queue<EventJobData, unknown, string>;
 const silent = pino({ level: 'silent' });
 
 beforeAll(async () => {
-  env = await createTestEnv();
+  env = await buildTestApp();
   await waitFor(() => env.redis.status === 'ready'); // the publisher queues only on a ready connection
   publisher = createEventPublisher(env.db, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }, silent);
   fanout = createQueue('hook-fanout', { connection: env.redis, prefix: env.config.QUEUE_PREFIX });
@@ -41,8 +41,8 @@ async function taskWithOutbox(pending: EventEnvelope[], id = newId('task')): Pro
   return id;
 }
 
-const outboxOf = async (id: string) =>
-  ((await env.db.collection('tasks').findOne({ _id: id as never }))?.pending_events ?? []) as EventEnvelope[];
+/** How many tasks still hold events to move (the outbox gauge of /metrics). */
+const outboxBacklogOfTasks = async () => (await outboxBacklog(env.app)).tasks;
 const ids = (list: EventEnvelope[]) => list.map((event) => event.event_id);
 const recorded = (list: EventEnvelope[]) =>
   env.db
@@ -63,8 +63,9 @@ describe("the sequencer's batches", () => {
       buildEvent('task.updated', company, taskData({ task_id: id, notes })),
     );
     await taskWithOutbox(pending, id);
+    expect(await outboxBacklogOfTasks()).toBe(1);
     await publisher.publishAndClear('tasks', [{ documentId: id, companyId: company, events: pending }]);
-    expect(await outboxOf(id)).toEqual([]);
+    expect(await outboxBacklogOfTasks()).toBe(0);
 
     const docs = (await waitFor(async () => {
       const found = await recorded(pending);
@@ -94,8 +95,9 @@ describe("the sequencer's batches", () => {
     }))!;
     // As if the move had died before clearing: the outbox still holds the event when the relay comes.
     await env.db.collection('tasks').updateOne({ _id: id as never }, { $set: outboxOnInsert(pending) });
+    expect(await outboxBacklogOfTasks()).toBe(1);
     await relayPendingEvents(env.db, publisher, silent);
-    expect(await outboxOf(id)).toEqual([]);
+    expect(await outboxBacklogOfTasks()).toBe(0);
     const [again] = await recorded(pending);
     expect(again).toEqual(first);
     expect(await fanout.getJob(pending[0]!.event_id)).toBeUndefined(); // no copy beside the batch
@@ -109,9 +111,10 @@ describe("the sequencer's batches", () => {
     const offline = createEventPublisher(env.db, { connection: down, prefix: env.config.QUEUE_PREFIX }, silent);
     try {
       const pending = [buildEvent('task.created', company, taskData({}))];
-      const id = await taskWithOutbox(pending);
+      await taskWithOutbox(pending);
+      expect(await outboxBacklogOfTasks()).toBe(1);
       await relayPendingEvents(env.db, offline, silent);
-      expect(await outboxOf(id)).toEqual([]);
+      expect(await outboxBacklogOfTasks()).toBe(0);
       const [doc] = (await waitFor(async () => {
         const found = await recorded(pending);
         return found[0]?.sequence !== undefined ? found : undefined;

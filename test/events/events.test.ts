@@ -6,8 +6,8 @@ import { publishEvents } from '../../src/events/queue-publisher.js';
 import { clearPublished } from '../../src/shared/outbox.js';
 import { createEventProducer } from '../../src/shared/queues.js';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
-import { eventsOfJob } from '../helpers/events.js';
-import { createItem, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+import { eventsOfJob, feedEvents, feedOf, outboxBacklog, taskData, waitForFeed } from '../helpers/events.js';
+import { createItem, createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';
 import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
@@ -37,9 +37,9 @@ async function queuedEvents(queue: Queue<EventJobData>, id: string): Promise<Eve
     .sort((a, b) => (a.event_id < b.event_id ? -1 : 1));
 }
 
-async function settle(collection: string, id: string) {
-  // The fast path clears the outbox once Redis accepted the events.
-  await waitFor(async () => !(await t.db.collection(collection).findOne({ _id: id as never }))?.outbox_pending, 5_000);
+/** Until the record's `count` events are readable in the feed: the sequencer queues them before that (docs/events.md). */
+async function settle(id: string, count: number, key = tenant.key) {
+  await feedOf(t.app, key, id, count);
 }
 
 describe('events of task and item changes', () => {
@@ -51,7 +51,7 @@ describe('events of task and item changes', () => {
     await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { title: 'Call back' });
     await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { title: 'Call back' }); // no-op
     const completed = (await ext(t.app, tenant.key, 'PATCH', `/tasks/${id}`, { is_completed: true })).json();
-    await settle('tasks', id);
+    await settle(id, 4);
     const events = await waitFor(async () => {
       const found = await queuedEvents(automationsQueue, id);
       return found.length >= 4 ? found : undefined;
@@ -80,8 +80,10 @@ describe('events of task and item changes', () => {
     expect((await queuedEvents(fanoutQueue, id)).map((event) => event.event_id)).toEqual(
       events!.map((event) => event.event_id),
     );
-    const stored = await t.db.collection('tasks').findOne({ _id: id });
-    expect(stored?.pending_events ?? []).toEqual([]);
+    // The feed has the same four, each once, and the task holds none left to move (the outbox gauge).
+    const feed = await feedOf(t.app, tenant.key, id, 4);
+    expect(feed.map((event) => event.event_id)).toEqual(events!.map((event) => event.event_id));
+    await waitFor(async () => (await outboxBacklog(t.app)).tasks === 0);
   });
 
   it("the web process's move goes out as one batch job per event queue, recorded with each of its events", async () => {
@@ -93,7 +95,7 @@ describe('events of task and item changes', () => {
         ),
       )
     ).map((response) => response.json().task_id as string);
-    for (const id of ids) await settle('tasks', id);
+    for (const id of ids) await settle(id, 1, own.key);
     const recorded = await t.db
       .collection('events')
       .find({ company_id: own.companyId })
@@ -120,7 +122,7 @@ describe('events of task and item changes', () => {
   it('item changes go to the hook fan-out with item.created and item.updated', async () => {
     const item = await createItem(t.app, tenant);
     await ext(t.app, tenant.key, 'PATCH', `/items/${item.item_id}`, { stage_id: tenant.stageIds[1] });
-    await settle('items', item.item_id);
+    await settle(item.item_id, 2);
     const events = await waitFor(async () => {
       const found = await queuedEvents(fanoutQueue, item.item_id);
       return found.length >= 2 ? found : undefined;
@@ -140,15 +142,20 @@ describe('the relay', () => {
         (await ext(quiet.app, own.key, 'POST', '/tasks', { title: `t${i}`, due_at: '2030-01-01T10:00:00Z' })).json()
           .task_id,
       );
-    expect(await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(5);
+    // Nothing moves them yet: none is readable, and the outbox gauge counts the five tasks holding them.
+    expect(await feedEvents(quiet.app, own.key)).toEqual([]);
+    await waitFor(async () => (await outboxBacklog(quiet.app)).tasks === 5); // this app's five (the other app's moved)
     const queue = new Queue<EventJobData>('automations', {
       connection: quiet.redis,
       prefix: quiet.config.QUEUE_PREFIX,
     });
     const relay = await startTestWorkers(quiet.config, quiet.db, ['relay']);
     try {
-      // The outbox clears once the events are recorded; the queue may get them a moment later.
-      await waitFor(async () => (await quiet.db.collection('tasks').countDocuments({ outbox_pending: true })) === 0);
+      // Moved: each is in the feed once, with its own place, and the outboxes are cleared (the gauge falls to 0).
+      const feed = await waitForFeed(quiet.app, own.key, '', 5);
+      expect(feed.map((event) => event.data.task_id).sort()).toEqual([...ids].sort());
+      expect(new Set(feed.map((event) => event.sequence)).size).toBe(5);
+      await waitFor(async () => (await outboxBacklog(quiet.app)).tasks === 0);
       // The sequencer publishes them, in batch jobs, each event with its place in the feed.
       const queued = async () => (await queue.getJobs(['waiting'])).flatMap((job) => eventsOfJob(job.data));
       const events = await waitFor(async () => ((await queued()).length >= 5 ? queued() : undefined));
@@ -162,37 +169,47 @@ describe('the relay', () => {
   });
 
   it('clearing published events keeps events that arrived after they were read', async () => {
-    const tasks = t.db.collection('tasks');
-    const event = (id: string) => ({ event_id: id, type: 'task.updated' });
+    const quiet = await buildTestApp({}, {}); // no fast path: only the relay started below moves outboxes
+    const own = await createTenant(quiet.app);
+    const tasks = quiet.db.collection('tasks');
+    const event = (taskId: string) => buildEvent('task.updated', own.companyId, taskData({ task_id: taskId }));
+    const [e1, e2] = [event('clear-exact'), event('clear-exact')];
+    const [e3, e4] = [event('clear-newer'), event('clear-newer')];
+    // Setup: outboxes as a publisher finds them; no request can stop a publisher between its read and its clear.
     await tasks.insertMany([
-      {
-        _id: 'clear-exact' as never,
-        company_id: 'c1',
-        pending_events: [event('e1'), event('e2')],
-        outbox_pending: true,
-      },
+      { _id: 'clear-exact' as never, company_id: own.companyId, pending_events: [e1, e2], outbox_pending: true },
       {
         _id: 'clear-newer' as never,
-        company_id: 'c1',
-        pending_events: [event('e3'), event('e4')],
+        company_id: own.companyId,
+        pending_events: [e3, e4],
         outbox_pending: true,
         outbox_bytes: 20,
       },
     ]);
     await clearPublished(tasks, [
-      { documentId: 'clear-exact', companyId: 'c1', eventIds: ['e1', 'e2'], bytes: 20 },
-      { documentId: 'clear-newer', companyId: 'c1', eventIds: ['e3'], bytes: 10 }, // e4 was recorded after the publisher read the document
+      { documentId: 'clear-exact', companyId: own.companyId, eventIds: [e1.event_id, e2.event_id], bytes: 20 },
+      { documentId: 'clear-newer', companyId: own.companyId, eventIds: [e3.event_id], bytes: 10 }, // e4 was recorded after the publisher read the document
     ]);
-    const exact = await tasks.findOne({ _id: 'clear-exact' as never });
-    expect(exact).toEqual({ _id: 'clear-exact', company_id: 'c1' });
-    const newer = await tasks.findOne({ _id: 'clear-newer' as never });
-    expect(newer).toEqual({
-      _id: 'clear-newer',
-      company_id: 'c1',
-      pending_events: [event('e4')],
-      outbox_pending: true,
-      outbox_bytes: 10,
-    });
+    const relay = await startTestWorkers(quiet.config, quiet.db, ['relay']);
+    try {
+      // The relay moves whatever the clearing kept, until no outbox holds anything.
+      await waitFor(async () => (await outboxBacklog(quiet.app)).tasks === 0);
+      // A write after those moves: once it is readable, so is everything they recorded (the feed never shows an
+      // event behind one it has shown). e4 alone came before it: not lost, and what was taken as published is
+      // not moved again.
+      const marker = await createTask(quiet.app, own);
+      const feed = await waitFor(async () => {
+        const found = await feedEvents(quiet.app, own.key);
+        return found.some((shown) => shown.data.task_id === marker.task_id) ? found : undefined;
+      });
+      expect(feed!.map((shown) => (shown.data.task_id === marker.task_id ? 'marker' : shown.event_id))).toEqual([
+        e4.event_id,
+        'marker',
+      ]);
+    } finally {
+      await relay.close();
+      await quiet.close();
+    }
   });
 
   it('publishing the same events again adds nothing: one job per event and queue, with the event id as job id', async () => {

@@ -5,7 +5,9 @@ import { createEventPublisher } from '../../src/container.js';
 import { PrivateRedisServer } from '../../src/dev/redis-server.js';
 import { createRequestPathRedis } from '../../src/shared/redis.js';
 import { buildTestApp, createTestEnv, startTestWorkers, type TestApp } from '../helpers/app.js';
+import { outboxBacklog, waitForFeed } from '../helpers/events.js';
 import { admin, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
+import { queuesIdle } from '../helpers/hooks.js';
 import { killHard, spawnWorker, stopGracefully } from '../helpers/processes.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -56,7 +58,11 @@ describe('Redis outage while tasks are created', () => {
       // MongoDB is the events' home: they leave the outbox for `events` while Redis is away.
       const unqueued = () => env.db.collection('events').countDocuments({ type: 'task.created', unqueued: true });
       expect(await waitFor(async () => (await unqueued()) === 50, 10_000)).toBe(true);
-      expect(await env.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(0);
+      // Readable in the feed with Redis still away, each once, and no outbox holds any of them (the gauge).
+      const feed = await waitForFeed(app, tenant.key, 'type=task.created', 50);
+      expect(new Set(feed.map((event) => event.data.task_id)).size).toBe(50);
+      expect(feed).toHaveLength(50);
+      expect(await waitFor(async () => (await outboxBacklog(app)).tasks === 0)).toBe(true);
 
       await redisServer.start();
       const followUps = await waitFor(
@@ -65,14 +71,25 @@ describe('Redis outage while tasks are created', () => {
         200,
       );
       expect(followUps).toBe(true);
-      await new Promise((resolve) => setTimeout(resolve, 1_000)); // room for a (wrong) duplicate
-      expect(await env.db.collection('tasks').countDocuments({ title: 'Follow up' })).toBe(50);
+      // Instead of a pause for a (wrong) duplicate. A wrong copy is a job: the relay queues the events as Redis
+      // comes back, the reconciler then puts back what no consumer has finished. `unqueued` at 0 says the relay has
+      // queued everything; a marker call task written after that gets its follow-up through the same queue, and once
+      // the queue is idle every job queued before it has run: a copy that ran the rule again has left a 52nd
+      // follow-up, or a second run of one event, by then.
+      expect(await waitFor(async () => (await unqueued()) === 0, 10_000)).toBe(true);
+      const marker = await ext(app, tenant.key, 'POST', '/tasks', { title: 'marker', due_at: due, task_type: 'call' });
+      expect(marker.statusCode).toBe(201);
+      const follow = () => env.db.collection('tasks').countDocuments({ title: 'Follow up' });
+      expect(await waitFor(async () => (await follow()) >= 51, 10_000)).toBe(true);
+      await queuesIdle(env, ['automations']);
+      expect(await follow()).toBe(51);
       const runs = await env.db.collection('automation_runs').find({ automation_id: rule.automation_id }).toArray();
-      expect(runs).toHaveLength(50);
+      expect(runs).toHaveLength(51);
       expect(runs.every((run) => run.status === 'succeeded')).toBe(true);
-      expect(new Set(runs.map((run) => run.event_id)).size).toBe(50);
-      expect(await env.db.collection('tasks').countDocuments({ outbox_pending: true })).toBe(0);
-      expect(await unqueued()).toBe(0);
+      expect(new Set(runs.map((run) => run.event_id)).size).toBe(51);
+      // The follow-ups' own events (the marker's may still be on its way) leave the outboxes and reach the queues.
+      expect(await waitFor(async () => (await outboxBacklog(app)).tasks === 0)).toBe(true);
+      expect(await waitFor(async () => (await unqueued()) === 0)).toBe(true);
     } finally {
       await workers.close();
       await app.close();
@@ -114,7 +131,10 @@ describe('a worker killed mid-processing', () => {
     const second = await spawnWorker(t.config, workerEnv);
     try {
       expect(await waitFor(async () => (await count()) >= total, 60_000, 200)).toBe(true);
-      await new Promise((resolve) => setTimeout(resolve, 2_500)); // a stalled job re-run would show up now
+      // Instead of a pause for a stalled job's re-run: the jobs the killed worker held stay active until this
+      // worker's stalled-job check (every JOB_LOCK_MS / 2) takes them back and runs them again. Once the queue is
+      // idle every one of them has run again, so a re-run that repeated its effects has made its extra follow-up.
+      await queuesIdle(t, ['automations']);
       expect(await count()).toBe(total);
       const runs = await t.db.collection('automation_runs').find({ company_id: tenant.companyId }).toArray();
       expect(runs).toHaveLength(total);

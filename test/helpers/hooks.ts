@@ -3,7 +3,7 @@ import { must } from '../../src/shared/must.js';
 import { createQueue } from '../../src/shared/queues.js';
 import { type QueueName } from '../../src/shared/queues.js';
 import { Receiver } from '../hooks/receiver.js';
-import { buildTestApp, startTestWorkers, type TestApp } from './app.js';
+import { buildTestApp, startTestWorkers, type TestApp, type TestEnv } from './app.js';
 import { admin, ext, type Tenant } from './fixtures.js';
 import { waitFor } from './wait.js';
 import type { EventConsumer } from '../../src/events/repository.js';
@@ -83,6 +83,30 @@ export async function jobsDone(t: TestApp, queue: QueueName, jobIds: string[]): 
     });
   } finally {
     await handle.close();
+  }
+}
+
+/**
+ * The positive signal that every job of these queues has run its course: none waiting, prioritized, delayed (a
+ * retry) or active. A job whose worker died stays active until a live worker's stalled-job check takes it back
+ * (after about JOB_LOCK_MS) and runs it again, so an idle queue also means every such job has been run again (or
+ * failed for good), and whatever a wrong re-run would send or write has been sent or written.
+ */
+export async function queuesIdle(env: Pick<TestEnv, 'redis' | 'config'>, queues: QueueName[], timeoutMs = 30_000) {
+  const handles = queues.map((queue) => createQueue(queue, { connection: env.redis, prefix: env.config.QUEUE_PREFIX }));
+  try {
+    await waitFor(
+      async () => {
+        const counts = await Promise.all(
+          handles.map((handle) => handle.getJobCounts('waiting', 'prioritized', 'delayed', 'active')),
+        );
+        return counts.every((count) => Object.values(count).every((n) => n === 0));
+      },
+      timeoutMs,
+      100,
+    );
+  } finally {
+    await Promise.all(handles.map((handle) => handle.close()));
   }
 }
 

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
 import { createTenant, ext } from '../helpers/fixtures.js';
+import { queuesIdle } from '../helpers/hooks.js';
 import { killHard, spawnWorker, stopGracefully } from '../helpers/processes.js';
-import { sleep, waitFor } from '../helpers/wait.js';
+import { waitFor } from '../helpers/wait.js';
 import { Receiver } from './receiver.js';
 
 const EVENTS = 200;
@@ -52,7 +53,11 @@ describe('a hooks worker killed mid-way', () => {
     const second = await spawnWorker(t.config, env);
     try {
       expect(await waitFor(() => inbox.counts().size === EVENTS, 30_000, 100)).toBe(true);
-      await sleep(500); // room for a (wrong) third copy
+      // Instead of a pause for a (wrong) third copy: every copy is sent by a fan-out or delivery job, and the jobs
+      // the killed worker held stay active until this worker's stalled-job check takes them back and runs them
+      // again. Once both queues are idle every such re-run and retry has finished, and a job finishes an event only
+      // after its webhook was answered, so a third copy has reached the receiver by then.
+      await queuesIdle(t, ['hook-fanout', 'deliveries']);
     } finally {
       await stopGracefully(second);
     }

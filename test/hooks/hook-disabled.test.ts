@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { hookDisabledEvent } from '../../src/hooks/hook-events.js';
 import { must } from '../../src/shared/must.js';
 import { eventBytes, outboxOnUpdate } from '../../src/shared/outbox.js';
+import { outboxBacklog, waitForFeed } from '../helpers/events.js';
 import { createKey, createTask, createTenant, expectProblem, ext } from '../helpers/fixtures.js';
 import { hooksTestEnv } from '../helpers/hooks.js';
 import { waitFor } from '../helpers/wait.js';
@@ -58,7 +59,7 @@ describe('hook.disabled (DECISIONS.md 13.2)', () => {
     expect(failing.requests.map((request) => JSON.parse(request.body).type)).toEqual(['task.created']);
     const stored = await env.t.db.collection('hooks').findOne({ _id: doomed.hook_id });
     expect(stored).toMatchObject({ disabled_reason: 'failing' });
-    expect(stored?.pending_events).toBeUndefined(); // moved to `events` at once
+    expect((await outboxBacklog(env.t.app)).hooks).toBe(0); // moved to the durable record at once: no hook holds it
 
     // The feed shows it to keys with hooks:manage, and to no other.
     const manager = await createKey(env.t.app, tenant.companyId, tenant.userId, ['hooks:manage']);
@@ -94,8 +95,10 @@ describe('hook.disabled (DECISIONS.md 13.2)', () => {
     } as never);
     await waitFor(() => listener.requests.some((request) => request.id === event.event_id), 15_000);
     expect(JSON.parse(listener.requests[0]!.body).data).toMatchObject({ hook_id: doomed.hook_id, enabled: false });
-    const after = await env.t.db.collection('hooks').findOne({ _id: doomed.hook_id });
-    expect(after?.outbox_pending).toBeUndefined();
+    // Moved once: the feed has it once, and no hook's outbox holds it any more (the outbox gauge).
+    const feed = await waitForFeed(env.t.app, tenant.key, 'type=hook.disabled', 1);
+    expect(feed.map((shown) => shown.event_id)).toEqual([event.event_id]);
+    expect(await waitFor(async () => (await outboxBacklog(env.t.app)).hooks === 0)).toBe(true);
   });
 
   it('a hook disabled by its subscriber emits nothing', async () => {

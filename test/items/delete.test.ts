@@ -4,6 +4,7 @@ import { EventsRepository } from '../../src/events/repository.js';
 import { scanOverdueTasks } from '../../src/tasks/overdue.js';
 import { TasksRepository } from '../../src/tasks/repository.js';
 import { buildTestApp, TEST_ADMIN_TOKEN, type TestApp } from '../helpers/app.js';
+import { feedOf } from '../helpers/events.js';
 import { createItem, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import type { EventEnvelope } from '../../src/contracts/envelope.js';
 
@@ -12,7 +13,7 @@ let tenant: Tenant;
 let other: Tenant;
 
 beforeAll(async () => {
-  t = await buildTestApp({ RATE_LIMIT_MAX: '1000000' });
+  t = await buildTestApp({ RATE_LIMIT_MAX: '1000000' }, { publisher: true });
   tenant = await createTenant(t.app, {
     duplicate_detection: { fields: ['name'], match: 'any', case_insensitive: true },
   });
@@ -22,8 +23,8 @@ afterAll(async () => t?.close());
 
 const stored = async (collection: 'items' | 'tasks', id: string) =>
   (await t.db.collection(collection).findOne({ _id: id as never }))!;
-const events = async (collection: 'items' | 'tasks', id: string): Promise<EventEnvelope[]> =>
-  (await stored(collection, id)).pending_events ?? [];
+/** A record's events in the feed, once its creation and deletion are readable. */
+const events = (id: string): Promise<EventEnvelope[]> => feedOf(t.app, tenant.key, id, 2);
 const del = (path: string, headers: Record<string, string> = {}, who = tenant) =>
   ext(t.app, who.key, 'DELETE', path, undefined, headers);
 
@@ -38,7 +39,7 @@ describe('DELETE /v1/ext/items/{item_id}', () => {
     const doc = await stored('items', item.item_id);
     expect(doc.archived_at).toBeInstanceOf(Date);
     expect(doc.name).toBe('Doomed deal');
-    const deleted = (await events('items', item.item_id)).filter((event) => event.type === 'item.deleted');
+    const deleted = (await events(item.item_id)).filter((event) => event.type === 'item.deleted');
     expect(deleted).toHaveLength(1);
     expect(deleted[0]).toMatchObject({ type: 'item.deleted', company_id: tenant.companyId, data: item });
   });
@@ -119,7 +120,7 @@ describe('DELETE /v1/ext/tasks/{task_id}', () => {
     expectProblem(await ext(t.app, tenant.key, 'PATCH', `/tasks/${task.task_id}`, { title: 'x' }), 404, 'not_found');
 
     expect((await stored('tasks', task.task_id)).archived_at).toBeInstanceOf(Date);
-    const deleted = (await events('tasks', task.task_id)).filter((event) => event.type === 'task.deleted');
+    const deleted = (await events(task.task_id)).filter((event) => event.type === 'task.deleted');
     expect(deleted).toHaveLength(1);
     expect(deleted[0]).toMatchObject({ company_id: tenant.companyId, data: task });
   });

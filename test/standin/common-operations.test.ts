@@ -77,13 +77,13 @@ describe('scalar equality filters matched by the stand-in itself', () => {
 
 describe('top-level projections applied by the stand-in itself', () => {
   const stored: Doc[] = [
-    { _id: 'a', name: 'x', pending_events: [{ e: 1 }], nested: { deep: 1 }, n: 2 },
+    { _id: 'a', name: 'x', pending: [{ e: 1 }], nested: { deep: 1 }, n: 2 },
     { name: 'no id', n: 3 },
     { _id: 'c' },
   ];
   const projections: Doc[] = [
-    { pending_events: 0 },
-    { pending_events: 0, nested: false },
+    { pending: 0 },
+    { pending: 0, nested: false },
     { name: 1 },
     { name: true, n: 1, _id: 0 },
     { _id: 1 },

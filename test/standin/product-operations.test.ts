@@ -130,9 +130,9 @@ describe('null and missing', () => {
   it('{field: null} matches null and missing; $exists: false only missing; $not $gt matches missing', async () => {
     const c = coll('nulls');
     await c.insertMany([
-      { _id: 1 as never, archived_at: null, outbox_bytes: 10 },
+      { _id: 1 as never, archived_at: null, bytes: 10 },
       { _id: 2 as never, deleted_at: null },
-      { _id: 3 as never, archived_at: at(1), deleted_at: at(1), outbox_bytes: 900 },
+      { _id: 3 as never, archived_at: at(1), deleted_at: at(1), bytes: 900 },
       { _id: 4 as never, archived_at: [null] },
     ]);
     const ids = async (filter: Document) =>
@@ -140,8 +140,8 @@ describe('null and missing', () => {
     expect(await ids({ archived_at: null })).toEqual([1, 2, 4]);
     expect(await ids({ deleted_at: { $exists: false } })).toEqual([1, 4]);
     expect(await ids({ deleted_at: null })).toEqual([1, 2, 4]);
-    // The outbox room check: no outbox_bytes at all counts as room.
-    expect(await ids({ outbox_bytes: { $not: { $gt: 100 } } })).toEqual([1, 2, 4]);
+    // The shape of the outbox room check: no byte count at all counts as room.
+    expect(await ids({ bytes: { $not: { $gt: 100 } } })).toEqual([1, 2, 4]);
     expect(await c.countDocuments({ archived_at: { $ne: null } })).toBe(1);
   });
 });
@@ -281,20 +281,20 @@ describe('capped $push ... $slice upserts (delivery attempts)', () => {
 describe('compare-and-set findOneAndUpdate (version / revision)', () => {
   it('exactly one of many concurrent writers with the same expected version wins', async () => {
     const items = coll('cas');
-    await items.insertOne({ _id: 'i' as never, company_id: 'c', version: 1, pending_events: [envelope('e0')] });
+    await items.insertOne({ _id: 'i' as never, company_id: 'c', version: 1, pending: [envelope('e0')] });
     const write = (client: Db, n: number) =>
       client
         .collection(items.collectionName)
         .findOneAndUpdate(
           { company_id: 'c', _id: 'i' as never, version: 1 },
           { $set: { name: `writer ${n}` }, $inc: { version: 1 } },
-          { returnDocument: 'after', projection: { pending_events: 0 } },
+          { returnDocument: 'after', projection: { pending: 0 } },
         );
     const results = await Promise.all(Array.from({ length: 10 }, (_, n) => write(n % 2 ? db : dbB, n)));
     const winners = results.filter((doc) => doc !== null);
     expect(winners).toHaveLength(1);
     expect(winners[0]).toMatchObject({ version: 2 });
-    expect(winners[0]).not.toHaveProperty('pending_events');
+    expect(winners[0]).not.toHaveProperty('pending');
     expect(await items.findOne({ _id: 'i' })).toMatchObject({ version: 2, name: winners[0]?.name });
   });
 });
@@ -560,12 +560,12 @@ describe('concurrent upserts', () => {
 describe('the 16 MiB document limit', () => {
   it('refuses an update that grows a document past 16 MiB with 17419, and an oversized insert with 10334', async () => {
     const c = coll('big');
-    await c.insertOne({ _id: 'b' as never, pending_events: [] });
+    await c.insertOne({ _id: 'b' as never, pending: [] });
     const chunk = 'x'.repeat(5 * 1024 * 1024);
-    for (let i = 0; i < 3; i++) await c.updateOne({ _id: 'b' }, { $push: { pending_events: chunk } as never });
-    const tooBig = await serverError(c.updateOne({ _id: 'b' }, { $push: { pending_events: chunk } as never }));
+    for (let i = 0; i < 3; i++) await c.updateOne({ _id: 'b' }, { $push: { pending: chunk } as never });
+    const tooBig = await serverError(c.updateOne({ _id: 'b' }, { $push: { pending: chunk } as never }));
     expect(tooBig.code).toBe(17419);
-    expect((await c.findOne({ _id: 'b' }))?.pending_events).toHaveLength(3);
+    expect((await c.findOne({ _id: 'b' }))?.pending).toHaveLength(3);
     const insert = await serverError(
       c.insertOne({ _id: 'c' as never, blob: 'y'.repeat(16 * 1024 * 1024 + 100 * 1024) }),
     );

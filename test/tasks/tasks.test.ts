@@ -1,12 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { buildTestApp, startTestWorkers, type TestApp } from '../helpers/app.js';
+import { feedEvents, feedOf } from '../helpers/events.js';
 import { admin, createItem, createTask, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
+import { automationRuns, queuesIdle } from '../helpers/hooks.js';
+import { waitFor } from '../helpers/wait.js';
 
 let t: TestApp;
 let tenant: Tenant;
 
 beforeAll(async () => {
-  t = await buildTestApp({ RATE_LIMIT_MAX: '1000000' });
+  t = await buildTestApp({ RATE_LIMIT_MAX: '1000000' }, { publisher: true });
   tenant = await createTenant(t.app);
 });
 afterAll(async () => t?.close());
@@ -16,8 +19,21 @@ const paths = (body: { errors: Array<{ path: string }> }) => body.errors.map((er
 const post = (body: unknown, who = tenant) => ext(t.app, who.key, 'POST', '/tasks', body);
 const patch = (taskId: string, body: unknown, who = tenant) => ext(t.app, who.key, 'PATCH', `/tasks/${taskId}`, body);
 const stored = async (taskId: string) => (await t.db.collection('tasks').findOne({ _id: taskId as never }))!;
-const eventTypes = async (taskId: string) =>
-  ((await stored(taskId)).pending_events ?? []).map((event: { type: string }) => event.type);
+/** The types of a task's events in the feed, once `count` of them are readable. */
+const eventTypes = async (taskId: string, count: number, who = tenant) =>
+  (await feedOf(t.app, who.key, taskId, count)).map((event) => event.type);
+/**
+ * A task's events in the feed up to a last change made now (priority to urgent), without it: once its event is
+ * readable, so is every event recorded before it (the feed never shows an event behind one it has shown).
+ */
+async function eventsBeforeMarker(taskId: string) {
+  expect((await patch(taskId, { priority: 'urgent' })).statusCode).toBe(200);
+  const events = await waitFor(async () => {
+    const found = await feedEvents(t.app, tenant.key, `resource_id=${taskId}`);
+    return found.at(-1)?.changes?.priority?.to === 'urgent' ? found : undefined;
+  });
+  return events!.slice(0, -1);
+}
 
 describe('creating a task', () => {
   it('answers 201 with exactly the spec keys, in order, defaults applied and unset fields null', async () => {
@@ -268,7 +284,8 @@ describe('tenant isolation', () => {
     expectProblem(await ext(t.app, tenant.key, 'GET', '/tasks/%24where'), 404, 'not_found');
     expectProblem(await patch('%24where', { title: 'x' }), 404, 'not_found');
     expect((await ext(t.app, other.key, 'GET', `/tasks/${foreign.task_id}`)).json()).toEqual(foreign);
-    expect(await eventTypes(foreign.task_id)).toEqual(['task.created']);
+    expect(await eventTypes(foreign.task_id, 1, other)).toEqual(['task.created']);
+    expect(await feedEvents(t.app, tenant.key, `resource_id=${foreign.task_id}`)).toEqual([]);
     expect((await ext(t.app, tenant.key, 'GET', `/tasks?assigned_to=${other.userId}`)).json()).toEqual([]);
   });
 });
@@ -276,37 +293,37 @@ describe('tenant isolation', () => {
 describe('events recorded with the change', () => {
   it('records created, updated with changes, and completed, each once with a unique id', async () => {
     const task = await createTask(t.app, tenant);
-    expect(await eventTypes(task.task_id)).toEqual(['task.created']);
+    expect(await eventTypes(task.task_id, 1)).toEqual(['task.created']);
     const renamed = (await patch(task.task_id, { title: 'Call Acme' })).json();
-    expect(await eventTypes(task.task_id)).toEqual(['task.created', 'task.updated']);
+    expect(await eventTypes(task.task_id, 2)).toEqual(['task.created', 'task.updated']);
     await patch(task.task_id, { title: 'Call Acme' }); // no-op: no event
     const done = (await patch(task.task_id, { is_completed: true })).json();
     await patch(task.task_id, { is_completed: true }); // true→true: nothing to record
-    const events = (await stored(task.task_id)).pending_events;
-    expect(events.map((event: { type: string }) => event.type)).toEqual([
+    const events = await eventsBeforeMarker(task.task_id);
+    expect(events.map((event) => event.type)).toEqual([
       'task.created',
       'task.updated',
       'task.updated',
       'task.completed',
     ]);
-    expect(new Set(events.map((event: { event_id: string }) => event.event_id)).size).toBe(4);
+    expect(new Set(events.map((event) => event.event_id)).size).toBe(4);
     for (const event of events)
       expect(event).toMatchObject({ company_id: tenant.companyId, data: { task_id: task.task_id } });
-    expect(events[0].data).toEqual(task);
-    expect(events[0].changes).toBeUndefined();
-    expect(events[1].changes).toEqual({ title: { from: 'Call back', to: 'Call Acme' } });
-    expect(events[1].data).toEqual(renamed);
+    expect(events[0]!.data).toEqual(task);
+    expect(events[0]!.changes).toBeUndefined();
+    expect(events[1]!.changes).toEqual({ title: { from: 'Call back', to: 'Call Acme' } });
+    expect(events[1]!.data).toEqual(renamed);
     const completion = { is_completed: { from: false, to: true }, completed_at: { from: null, to: done.completed_at } };
     expect(events[2]).toMatchObject({ changes: completion, data: done });
-    expect(events[3]).toMatchObject({ changes: completion, data: done, occurred_at: events[2].occurred_at });
-    expect(events[0].depth).toBeUndefined();
+    expect(events[3]).toMatchObject({ changes: completion, data: done, occurred_at: events[2]!.occurred_at });
+    expect(events[0]!.actor).toEqual({ type: 'api_key', id: tenant.keyId }); // caused by the key, not by an automation
   });
 
   it('records task.created and task.completed for a task created completed', async () => {
     const task = await createTask(t.app, tenant, { is_completed: true });
-    expect(await eventTypes(task.task_id)).toEqual(['task.created', 'task.completed']);
+    expect(await eventTypes(task.task_id, 2)).toEqual(['task.created', 'task.completed']);
     await patch(task.task_id, { is_completed: false });
-    expect(await eventTypes(task.task_id)).toEqual(['task.created', 'task.completed', 'task.updated']);
+    expect(await eventTypes(task.task_id, 3)).toEqual(['task.created', 'task.completed', 'task.updated']);
   });
 
   it('completes once when ten clients complete the same task at the same moment', async () => {
@@ -314,13 +331,35 @@ describe('events recorded with the change', () => {
     const responses = await Promise.all(Array.from({ length: 10 }, () => patch(task.task_id, { is_completed: true })));
     expect(responses.map((response) => response.statusCode)).toEqual(Array(10).fill(200));
     expect(new Set(responses.map((response) => response.json().completed_at)).size).toBe(1);
-    expect(await eventTypes(task.task_id)).toEqual(['task.created', 'task.updated', 'task.completed']);
+    expect((await eventsBeforeMarker(task.task_id)).map((event) => event.type)).toEqual([
+      'task.created',
+      'task.updated',
+      'task.completed',
+    ]);
   });
 
   it('lets the automation worker write through the service, carrying the chain depth on every event', async () => {
+    // The depth shows where automations see it: a rule for each of the three events, and their runs.
+    const own = await createTenant(t.app);
+    const rule = async (trigger: string) =>
+      (
+        await admin(
+          t.app,
+          'POST',
+          `/companies/${own.companyId}/automations`,
+          {
+            name: trigger,
+            trigger,
+            conditions: { task_type: 'follow_up' },
+            actions: [{ type: 'create_task', title: 'Next', due_in_minutes: 5 }],
+          },
+          201,
+        )
+      ).json().automation_id as string;
+    const rules = [await rule('task.created'), await rule('task.completed'), await rule('task.updated')];
     const actor = {
-      companyId: tenant.companyId,
-      userId: tenant.userId,
+      companyId: own.companyId,
+      userId: own.userId,
       cause: { type: 'automation' as const, id: 'aut_x' },
     };
     const created = await t.app.services.tasks.create(
@@ -328,14 +367,27 @@ describe('events recorded with the change', () => {
       { title: 'Follow up', due_at: new Date(DUE), task_type: 'follow_up', is_completed: true },
       { depth: 2 },
     );
-    expect(created).toMatchObject({ task_type: 'follow_up', assigned_to: tenant.userId, created_by: tenant.userId });
+    expect(created).toMatchObject({ task_type: 'follow_up', assigned_to: own.userId, created_by: own.userId });
     await t.app.services.tasks.update(actor, created.task_id, { priority: 'high' }, { depth: 3 });
-    const events = (await stored(created.task_id)).pending_events;
-    expect(events.map((event: { type: string; depth?: number }) => [event.type, event.depth])).toEqual([
-      ['task.created', 2],
-      ['task.completed', 2],
-      ['task.updated', 3],
+    const events = await feedOf(t.app, own.key, created.task_id, 3);
+    expect(events.map((event) => [event.type, event.actor])).toEqual([
+      ['task.created', actor.cause],
+      ['task.completed', actor.cause],
+      ['task.updated', actor.cause],
     ]);
+    const workers = await startTestWorkers(t.config, t.db, ['automations']);
+    try {
+      // Readable means queued; an idle queue, that the automations ran for each of the three (or chose not to).
+      await queuesIdle(t, ['automations']);
+      const runs = await Promise.all(rules.map((id) => automationRuns(t.app, own, id)));
+      expect(runs.map((list) => list.map((run) => [run.event_id, run.depth]))).toEqual([
+        [[events[0]!.event_id, 2]],
+        [[events[1]!.event_id, 2]],
+        [], // depth 3: the end of the chain
+      ]);
+    } finally {
+      await workers.close();
+    }
     // A retried job passes the same task id and cannot create the task twice.
     const retry = t.app.services.tasks.create(
       actor,

@@ -53,6 +53,7 @@ async function seedTenant(
     },
     201,
   );
+  // Setup, not a check: the fuzzed app runs no sequencer (no feed), so the task's first event is taken from its outbox.
   const task = await app.deps.db.collection('tasks').findOne({ _id: tenant.taskId as never });
   const event = task?.pending_events?.[0] as EventEnvelope | undefined;
   // One failed delivery of that event to the hook, so the deliveries list and redeliver have something to show.
