@@ -5,11 +5,13 @@ import { historyRowsOf } from './contracts/history-rows.js';
 import { ErasureService } from './erasure/service.js';
 import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
+import { ConsumerProgress } from './events/progress.js';
 import { QueueEventPublisher, type QueueEventPublisherOptions } from './events/queue-publisher.js';
 import { SequencerStore } from './events/sequencer-store.js';
 import { ExportService } from './export/service.js';
 import { HistoryRepository } from './history/repository.js';
 import { HistoryService } from './history/service.js';
+import { createHookProcessors } from './hooks/processors.js';
 import { HooksService } from './hooks/service.js';
 import { ItemsService } from './items/service.js';
 import { PipelinesService } from './pipelines/service.js';
@@ -17,6 +19,7 @@ import { createRepositories } from './repositories.js';
 import { createChangeFeeds } from './shared/change-feeds.js';
 import { relayOnlyPublisher, type EventPublisher } from './shared/outbox.js';
 import { CursorCodec } from './shared/pagination.js';
+import { jobStillQueued } from './shared/queues.js';
 import { loadSharedSecret } from './shared/secrets.js';
 import { TargetGuard, type Resolver } from './shared/target-guard.js';
 import { TasksService } from './tasks/service.js';
@@ -152,6 +155,46 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       enqueueDelivery: async (data, jobId) => void (await queues.deliveries.add('delivery', data, { jobId })),
     }),
   };
+  const fanOutJobQueued = (jobId: string) => jobStillQueued(queues['hook-fanout'], jobId);
+  /**
+   * Every queue's processors, built once per worker process from the same repositories and services as the
+   * web's; the worker roles hand them to BullMQ. Each takes the role's own Redis connection where it needs one.
+   */
+  const processors = {
+    /** `hook-fanout` (each event's progress tracked by the events feature) and `deliveries`, and hook recoveries. */
+    hooks(connection: RedisClient) {
+      const hooks = createHookProcessors({
+        config,
+        hooks: repos.hooks,
+        deliveries: repos.deliveries,
+        recoveries: repos.recoveries,
+        webhookSecrets: repos.webhookSecrets,
+        events: repos.events,
+        publisherJobExists: async (event) => {
+          if (await fanOutJobQueued(event.event_id)) return true;
+          const { publishJob } = await repos.events.progressOf('hook-fanout', event);
+          return publishJob !== undefined && (await fanOutJobQueued(publishJob));
+        },
+        deliveriesQueue: queues.deliveries,
+        targetGuard,
+        redis: connection,
+        logger,
+      });
+      // One event in flight per HOOK_CONCURRENCY slot, however many events each fan-out job carries.
+      const progress = new ConsumerProgress('hook-fanout', repos.events, {
+        concurrency: config.HOOK_CONCURRENCY,
+        jobExists: fanOutJobQueued,
+      });
+      return {
+        ...hooks,
+        fanOut: progress.track(hooks.fanOut),
+        async close() {
+          await hooks.close();
+          await progress.close();
+        },
+      };
+    },
+  };
   return {
     config,
     db,
@@ -159,6 +202,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     queues,
     repos,
     services,
+    processors,
     /** Stops the change feeds; the queues, the publisher and the connections belong to the caller. */
     close: () => {
       feedWaiters.close();

@@ -1,5 +1,5 @@
 import { isEventBatch, REPUBLISHED_JOB, type EventJobData } from '../contracts/jobs.js';
-import { Coalescer } from '../shared/coalesce.js';
+import { WORKER_RECORD_INTERVAL_MS, Coalescer } from '../shared/coalesce.js';
 import { Slots } from '../shared/slots.js';
 import { inEventTrace } from '../telemetry/events.js';
 import { tracingStarted } from '../telemetry/state.js';
@@ -7,16 +7,6 @@ import type { EventEnvelope } from '../contracts/envelope.js';
 import type { EventConsumer, EventsRepository } from './repository.js';
 import type { Job } from 'bullmq';
 
-/**
- * Under load, how long the records of a worker's finished jobs (consumer progress, delivery attempts) wait
- * to share one bulk write with those of other jobs: with 50 jobs in flight, without it the writes go out
- * in twos and make one MongoDB round trip per delivered webhook, a socket write and read that cost more CPU
- * than the rest of the delivery. Each write has a cost of its own in the driver (server selection, the
- * command, its reply) whatever it carries, so a longer window means fewer writes per delivery; 25 ms is
- * still short beside a webhook's own round trip. A record after a quiet moment goes out at once; none waits
- * longer than this, and only the job's completion waits (the webhook is out, its slot free: runEvent).
- */
-export const WORKER_RECORD_INTERVAL_MS = 25;
 
 /**
  * Events that may wait for their records per slot of the consumer: while MongoDB stalls, sends go on (a

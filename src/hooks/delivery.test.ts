@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { buildEvent } from '../contracts/envelope.js';
 import { deliverWebhook, type DeliveryDeps } from './delivery.js';
 import { HookLanes } from './lanes.js';
-import { retryPolicyFrom } from './retry-policy.js';
+import { retryPolicyFrom } from './delivery-policy.js';
 import { newWebhookSecret } from './signing.js';
 import type { HookDoc } from './repository.js';
 

@@ -1,7 +1,7 @@
 import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
 import { hookDisabledEvent } from './hook-events.js';
 import { disabledState, type HookDoc, type HooksRepository } from './repository.js';
-import { DISABLE_AFTER_FAILING_MS, retryDelay, type RetryPolicy } from './retry-policy.js';
+import { decideAfterAttempt, disableThreshold, type DeliveryDecision, type RetryPolicy } from './delivery-policy.js';
 import { signedHeaders, signingSecrets, webhookBody } from './signing.js';
 import type { DeliveryJob } from '../contracts/jobs.js';
 import type { Logger } from '../shared/logger.js';
@@ -26,6 +26,19 @@ export type DeliveryOutcome =
   | { outcome: 'retry'; delayMs: number }
   | { outcome: 'gave_up'; reason: string }
   | { outcome: 'skipped'; reason: string };
+
+function outcomeOf(decision: DeliveryDecision): DeliveryOutcome {
+  switch (decision.next) {
+    case 'delivered':
+      return { outcome: 'delivered' };
+    case 'retry':
+      return { outcome: 'retry', delayMs: decision.delayMs };
+    case 'give_up':
+      return { outcome: 'gave_up', reason: decision.reason };
+    case 'delete_hook':
+      return { outcome: 'gave_up', reason: 'gone' };
+  }
+}
 
 interface Target {
   url: string;
@@ -84,37 +97,9 @@ async function resolveTarget(job: DeliveryJob, context: DeliveryContext, deps: D
   };
 }
 
-/** After a failed attempt: disable a hook failing for 5 days, give up after `maxAttempts`, else retry later. */
-async function afterFailure(
-  job: DeliveryJob,
-  hook: HookDoc | undefined,
-  attempt: number,
-  result: SendResult,
-  at: { attemptedAt: Date; answeredAt: Date },
-  deps: DeliveryDeps,
-): Promise<DeliveryOutcome> {
-  const disableIfFailingSince = new Date(at.attemptedAt.getTime() - DISABLE_AFTER_FAILING_MS);
-  if (
-    hook &&
-    (await deps.hooks.recordFailure(
-      job.event.company_id,
-      hook._id,
-      at.attemptedAt,
-      disableIfFailingSince,
-      hookDisabledEvent(hook, at.attemptedAt),
-    ))
-  ) {
-    return { outcome: 'gave_up', reason: 'hook disabled after 5 days of failed deliveries' };
-  }
-  if (attempt >= deps.retry.maxAttempts) return { outcome: 'gave_up', reason: 'attempts exhausted' };
-  const answer = result.kind === 'response' ? result : { statusCode: null };
-  return { outcome: 'retry', delayMs: retryDelay(attempt, deps.retry, answer, at.answeredAt, deps.random) };
-}
-
 /**
  * One attempt to deliver one event to one target (DECISIONS.md section 9): sign, POST, record the
- * attempt, and decide what follows. 2xx succeeds; 410 deletes the hook; anything else is retried
- * on the retry policy's schedule until its last attempt, and a hook whose deliveries have all failed for 5 days is disabled.
+ * attempt, and carry out what delivery-policy.ts decides follows (retry, give up, disable or delete the hook).
  * Idempotent enough for at-least-once jobs: a re-run sends again under the same `webhook-id`.
  */
 export async function deliverWebhook(
@@ -150,12 +135,25 @@ export async function deliverWebhook(
   context.answered?.(succeeded);
   const hookId = target.owner.hook_id;
 
-  let decision: DeliveryOutcome;
-  if (succeeded) {
-    // Only a hook that was failing has anything to reset; the common case costs no write.
-    if (hookId && target.failing) await deps.hooks.recordSuccess(event.company_id, hookId);
-    decision = { outcome: 'delivered' };
-  } else if (statusCode === 410 && hookId) {
+  // A hook's failure is recorded first: its conditional write is what tells whether the hook has now been
+  // failing long enough to be disabled (several workers may be failing it at once).
+  const failedHook = succeeded || statusCode === 410 ? undefined : target.hook;
+  const hookDisabled =
+    failedHook !== undefined &&
+    (await deps.hooks.recordFailure(
+      event.company_id,
+      failedHook._id,
+      attemptedAt,
+      disableThreshold(attemptedAt),
+      hookDisabledEvent(failedHook, attemptedAt),
+    ));
+  const decided = decideAfterAttempt(
+    result.kind === 'response' ? result : { statusCode: null },
+    { target: hookId ? 'hook' : 'automation', attempt: context.attempt, hookDisabled, answeredAt },
+    deps.retry,
+    deps.random,
+  );
+  if (decided.next === 'delete_hook' && hookId) {
     // The receiver unsubscribed: the hook and its history go; nothing more is sent to it.
     await deps.hooks.delete(event.company_id, hookId);
     await deps.deliveries.deleteForHook(event.company_id, hookId);
@@ -164,11 +162,11 @@ export async function deliverWebhook(
       'receiver answered 410 Gone; hook deleted',
     );
     return { outcome: 'gave_up', reason: 'gone' };
-  } else if (statusCode === 410) {
-    decision = { outcome: 'gave_up', reason: 'gone' }; // an automation's receiver: stop this delivery
-  } else {
-    decision = await afterFailure(job, target.hook, context.attempt, result, { attemptedAt, answeredAt }, deps);
   }
+  // Only a hook that was failing has anything to reset; the common case costs no write.
+  if (decided.next === 'delivered' && hookId && target.failing)
+    await deps.hooks.recordSuccess(event.company_id, hookId);
+  const decision = outcomeOf(decided);
 
   const error: DeliveryError | null = result.kind === 'error' ? result.error : succeeded ? null : 'http_status';
   const recorded = deps.deliveries.recordAttempt({

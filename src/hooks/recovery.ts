@@ -32,11 +32,6 @@ export function recoveryJobId(hookId: string, eventId: string, recoveryId: strin
   return hookDeliveryJobId(hookId, eventId, `recover-${recoveryId}`);
 }
 
-/** Whether a delivery job was made by a recovery (the worker checks the delivery has not succeeded first). */
-export function isRecoveryJob(jobId: string): boolean {
-  return jobId.includes(':recover-');
-}
-
 /** The events feature's store, as far as hooks read it: recorded events by id, and a recovery's feed range. */
 export interface RecordedEvents {
   recoveryPage(

@@ -11,7 +11,7 @@ import {
   retryDelay,
   retryPolicyFrom,
   scheduledDelay,
-} from '../../src/hooks/retry-policy.js';
+} from '../../src/hooks/delivery-policy.js';
 import { newWebhookSecret, signedHeaders } from '../../src/hooks/signing.js';
 import { createRepositories } from '../../src/repositories.js';
 import { loadConfig } from '../../src/shared/config.js';

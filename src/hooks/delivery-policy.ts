@@ -1,3 +1,4 @@
+import type { DeliveryJob } from '../contracts/jobs.js';
 /** A receiver's Retry-After is honoured up to this long, so one answer cannot park a delivery for weeks. */
 export const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 /** Deliveries that have all failed for this long disable their hook (DECISIONS.md section 9). */
@@ -81,4 +82,70 @@ export function retryDelay(
   if (response.statusCode !== 429 && response.statusCode !== 503) return scheduled;
   const asked = parseRetryAfter(response.retryAfter, now);
   return asked === undefined ? scheduled : Math.max(scheduled, Math.min(asked, MAX_RETRY_AFTER_MS));
+}
+
+/**
+ * What a delivery job's run is: the attempt number it makes (attempts made before the job, such as the
+ * fan-out's first, plus the job's runs that did not merely wait for the hook's lane) and whether it must
+ * first check that the delivery has not succeeded since through another job (a recovery's run, or a
+ * retry; a redelivery is sent whatever came before).
+ */
+export function deliveryRun(
+  jobId: string,
+  data: Pick<DeliveryJob, 'attempts_before' | 'deferrals'>,
+  runsStarted: number,
+): { attempt: number; recovering: boolean; checkDeliveredFirst: boolean } {
+  const attempt = (data.attempts_before ?? 0) + runsStarted - (data.deferrals ?? 0);
+  // Job ids of recoveries and redeliveries: recovery.ts recoveryJobId, service.ts redeliver.
+  const recovering = jobId.includes(':recover-');
+  return { attempt, recovering, checkDeliveredFirst: recovering || (attempt > 1 && !jobId.includes(':redeliver-')) };
+}
+
+/** The receiver's side of an attempt: its status code (null: no answer), and its Retry-After. */
+export interface AttemptAnswer {
+  statusCode: number | null;
+  retryAfter?: string;
+}
+
+/** What follows an attempt. */
+export type DeliveryDecision =
+  | { next: 'delivered' }
+  /** A hook's receiver answered 410 Gone: the hook and its delivery history go. */
+  | { next: 'delete_hook' }
+  | { next: 'give_up'; reason: string }
+  | { next: 'retry'; delayMs: number };
+
+export interface AttemptState {
+  target: 'hook' | 'automation';
+  attempt: number;
+  /** The failure just recorded disabled the hook (it had been failing for DISABLE_AFTER_FAILING_MS). */
+  hookDisabled: boolean;
+  answeredAt: Date;
+}
+
+/**
+ * The delivery decision, a pure function of the attempt's answer and the target's state: 2xx is delivered;
+ * 410 deletes a hook (and ends an automation's delivery); a failure that disabled the hook gives up, and so
+ * does the policy's last attempt; any other failure is retried after the policy's delay (a 429/503's longer
+ * Retry-After wins). The queue wiring carries it out (workers/hooks.ts): a retry parks the job until its time,
+ * so BullMQ's own retry options only re-run a job whose run crashed before it could decide.
+ */
+export function decideAfterAttempt(
+  answer: AttemptAnswer,
+  state: AttemptState,
+  policy: RetryPolicy,
+  random: () => number = Math.random,
+): DeliveryDecision {
+  const { statusCode } = answer;
+  if (statusCode !== null && statusCode >= 200 && statusCode < 300) return { next: 'delivered' };
+  if (statusCode === 410)
+    return state.target === 'hook' ? { next: 'delete_hook' } : { next: 'give_up', reason: 'gone' };
+  if (state.hookDisabled) return { next: 'give_up', reason: 'hook disabled after 5 days of failed deliveries' };
+  if (state.attempt >= policy.maxAttempts) return { next: 'give_up', reason: 'attempts exhausted' };
+  return { next: 'retry', delayMs: retryDelay(state.attempt, policy, answer, state.answeredAt, random) };
+}
+
+/** The failing-since time at or before which a failure at `attemptedAt` disables its hook. */
+export function disableThreshold(attemptedAt: Date): Date {
+  return new Date(attemptedAt.getTime() - DISABLE_AFTER_FAILING_MS);
 }
