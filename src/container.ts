@@ -1,7 +1,9 @@
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
+import { processAutomationEvent } from './automations/processor.js';
 import { AutomationsService } from './automations/service.js';
 import { historyRowsOf } from './contracts/history-rows.js';
+import { requeueUnfinishedErasures, runErasure } from './erasure/job.js';
 import { ErasureService } from './erasure/service.js';
 import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
@@ -23,11 +25,13 @@ import { jobStillQueued } from './shared/queues.js';
 import { loadSharedSecret } from './shared/secrets.js';
 import { TargetGuard, type Resolver } from './shared/target-guard.js';
 import { TasksService } from './tasks/service.js';
+import type { ErasureJob } from './contracts/jobs.js';
 import type { EventsRepository } from './events/repository.js';
 import type { Config } from './shared/config.js';
 import type { Logger } from './shared/logger.js';
 import type { QueueSettings, Queues } from './shared/queues.js';
 import type { RedisClient } from './shared/redis.js';
+import type { Job } from 'bullmq';
 import type { Db } from 'mongodb';
 
 /**
@@ -50,6 +54,11 @@ export function createEventPublisher(
     },
   });
 }
+
+/** Events evaluated at once by an automations worker, whichever jobs carry them. */
+const AUTOMATIONS_CONCURRENCY = 10;
+/** The most an erasure waits for the sequencer before its second pass (docs/erasure.md). */
+const ERASURE_SETTLE_MS = 30_000;
 
 export interface ContainerDeps<P extends EventPublisher = EventPublisher> {
   config: Config;
@@ -161,6 +170,33 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
    * web's; the worker roles hand them to BullMQ. Each takes the role's own Redis connection where it needs one.
    */
   const processors = {
+    /** `automations`: each task event against the company's rules (progress tracked by the events feature). */
+    automations() {
+      const progress = new ConsumerProgress('automations', repos.events, {
+        concurrency: AUTOMATIONS_CONCURRENCY,
+        jobExists: (jobId) => jobStillQueued(queues.automations, jobId),
+      });
+      const process = progress.track(async (event, job) => {
+        const ran = await processAutomationEvent(event, {
+          automations: repos.automations,
+          tasks: services.tasks,
+          items: services.items,
+          enqueueDelivery: async (data, jobId) => void (await queues.deliveries.add('delivery', data, { jobId })),
+          logger: logger.child({ job_id: job.id, attempt: job.attemptsMade + 1 }),
+        });
+        return { ran };
+      });
+      return { process, concurrency: AUTOMATIONS_CONCURRENCY, close: () => progress.close() };
+    },
+    /** `erasures`: one erasure job, and the sweep that queues again those Redis may have lost. */
+    erasures() {
+      return {
+        process: (job: Job<ErasureJob>) =>
+          runErasure({ repos, queues, logger, settleMs: ERASURE_SETTLE_MS }, job.data.company_id, job.data.erasure_id),
+        lockMs: Math.max(config.JOB_LOCK_MS, ERASURE_SETTLE_MS + 30_000),
+        sweep: () => requeueUnfinishedErasures(repos.erasures, queues.erasures),
+      };
+    },
     /** `hook-fanout` (each event's progress tracked by the events feature) and `deliveries`, and hook recoveries. */
     hooks(connection: RedisClient) {
       const hooks = createHookProcessors({

@@ -7,7 +7,7 @@ import type { ApiKeyAuthenticator } from './authenticator.js';
 import type { z } from 'zod';
 
 export interface ApiKeysServiceDeps {
-  apiKeys: ApiKeysRepository;
+  apiKeys: Pick<ApiKeysRepository, 'insert' | 'list' | 'rename' | 'revoke'>;
   /** The users feature's lookup: whether the key's creator is a user of the company. */
   users: { findById(companyId: string, userId: string): Promise<{ _id: string } | null> };
   authenticator: Pick<ApiKeyAuthenticator, 'keyChanged'>;

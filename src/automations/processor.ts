@@ -28,7 +28,7 @@ export interface ItemMover {
 }
 
 export interface AutomationDeps {
-  automations: AutomationsRepository;
+  automations: Pick<AutomationsRepository, 'triggeredBy' | 'startRun' | 'finishRun'>;
   tasks: TaskCreator;
   items: ItemMover;
   enqueueDelivery(job: DeliveryJob, jobId: string): Promise<void>;

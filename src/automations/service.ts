@@ -7,7 +7,7 @@ import type { AutomationAction, AutomationConditions, createAutomationBody, upda
 import type { z } from 'zod';
 
 export interface AutomationsServiceDeps {
-  automations: AutomationsRepository;
+  automations: Pick<AutomationsRepository, 'insert' | 'findById' | 'update' | 'list' | 'listRuns' | 'remove'>;
   /** The users feature's lookup: whether an assignee is a user of the company. */
   users: { findById(companyId: string, userId: string): Promise<object | null> };
   /** The pipelines feature's list: the stages and statuses an `update_item` action may name. */

@@ -1,13 +1,13 @@
 import { ERASURE_STEPS, type ErasureStores, type ErasureTarget } from './collections.js';
-import { eraseQueuedCopies } from './queued-copies.js';
+import { eraseQueuedCopies, type QueuedCopies } from './queued-copies.js';
 import type { Logger } from '../shared/logger.js';
 import type { Queues } from '../shared/queues.js';
 import type { ErasuresRepository } from './repository.js';
 
 export interface ErasureJobDeps {
-  repos: ErasureStores & { erasures: ErasuresRepository };
+  repos: ErasureStores & { erasures: Pick<ErasuresRepository, 'start' | 'findById' | 'stepDone' | 'complete'> };
   /** The queues whose kept jobs hold copies of events (queued-copies.ts). */
-  queues: Pick<Queues, 'automations' | 'hook-fanout' | 'deliveries'>;
+  queues: QueuedCopies;
   logger: Logger;
   /**
    * The most the second pass waits for the sequencer (docs/erasure.md); the first ERASURE_GRACE_MS of it (or all
@@ -61,4 +61,22 @@ export async function runErasure(deps: ErasureJobDeps, companyId: string, erasur
   const completed = await repos.erasures.complete(companyId, erasureId);
   if (completed) logger.info({ erasure_id: erasureId, company_id: companyId, kind: erasure.kind }, 'erasure completed');
   return completed ? 'completed' : 'already completed';
+}
+
+/** How old an unfinished erasure must be before the sweep queues it again. */
+export const ERASURE_SWEEP_AGE_MS = 60_000;
+
+/**
+ * Queues again the erasures MongoDB says are unfinished and older than ERASURE_SWEEP_AGE_MS (a job lost with Redis,
+ * or one the request could not queue); a job id BullMQ still holds (waiting, running, kept as done) is not added again.
+ */
+export async function requeueUnfinishedErasures(
+  erasures: Pick<ErasuresRepository, 'unfinished'>,
+  queue: Pick<Queues['erasures'], 'add'>,
+): Promise<void> {
+  const stale = await erasures.unfinished(new Date(Date.now() - ERASURE_SWEEP_AGE_MS), 100);
+  for (const erasure of stale) {
+    const data = { erasure_id: erasure._id, company_id: erasure.company_id };
+    await queue.add('erasure', data, { jobId: erasure._id });
+  }
 }

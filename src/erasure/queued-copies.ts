@@ -1,13 +1,23 @@
 import { EVENT_QUEUES, isEventBatch, type DeliveryJob, type EventJobData } from '../contracts/jobs.js';
-import { type Queues } from '../shared/queues.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { ErasureStores, ErasureTarget } from './collections.js';
-import type { Job, Queue } from 'bullmq';
 
 /** An erased event as the events collection keeps it: its place, none of its values. */
 function blank<E extends Pick<EventEnvelope, 'event_id'>>(event: E): E {
   const { changes: _changes, ...rest } = event as E & { changes?: unknown };
   return { ...rest, data: {}, erased: true } as unknown as E;
+}
+
+/** A queue's kept jobs, as far as erasure touches them: one by id, its data read and replaced. */
+interface KeptJobs<Data> {
+  getJob(jobId: string): Promise<{ data: Data; updateData(data: Data): Promise<void> } | undefined>;
+}
+
+/** The queues whose kept jobs hold copies of events. */
+export interface QueuedCopies {
+  automations: KeptJobs<EventJobData>;
+  'hook-fanout': KeptJobs<EventJobData>;
+  deliveries: KeptJobs<DeliveryJob>;
 }
 
 /**
@@ -18,16 +28,16 @@ function blank<E extends Pick<EventEnvelope, 'event_id'>>(event: E): E {
  */
 export async function eraseQueuedCopies(
   repos: Pick<ErasureStores, 'events' | 'deliveries'>,
-  queues: Pick<Queues, 'automations' | 'hook-fanout' | 'deliveries'>,
+  queues: QueuedCopies,
   target: ErasureTarget,
 ): Promise<void> {
   const erased = new Set(target.eventIds);
   const eraseIn = (event: EventEnvelope) => (erased.has(event.event_id) ? blank(event) : event);
   const eventJobIds = await repos.events.jobIdsAbout(target.companyId, target.recordId);
   for (const name of EVENT_QUEUES) {
-    const queue: Queue<EventJobData, unknown, string> = queues[name];
+    const queue = queues[name];
     for (const jobId of eventJobIds) {
-      const job: Job<EventJobData> | undefined = await queue.getJob(jobId);
+      const job = await queue.getJob(jobId);
       if (!job) continue;
       const data = job.data;
       const next: EventJobData = isEventBatch(data) ? { events: data.events.map(eraseIn) } : eraseIn(data);

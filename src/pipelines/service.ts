@@ -101,7 +101,12 @@ export function applyPipelineUpdate(current: PipelineDoc, body: z.infer<typeof u
 
 /** Pipelines for the admin API (create, edit) and the external API (read); routes call only this. */
 export class PipelinesService {
-  constructor(private readonly pipelines: PipelinesRepository) {}
+  constructor(
+    private readonly pipelines: Pick<
+      PipelinesRepository,
+      'findById' | 'findCached' | 'insert' | 'list' | 'listCursor' | 'replaceIfRevision'
+    >,
+  ) {}
 
   async create(companyId: string, body: z.infer<typeof createPipelineBody>): Promise<PipelineDoc> {
     const duplicateDetection = body.duplicate_detection ?? DEFAULT_DUPLICATE_DETECTION;

@@ -16,7 +16,7 @@ import type { TaskChanges, TasksRepository } from './repository.js';
 const UPDATE_RETRIES = 25;
 
 export interface TasksServiceDeps {
-  tasks: TasksRepository;
+  tasks: Pick<TasksRepository, 'insert' | 'findById' | 'updateIfRevision' | 'archive' | 'list'>;
   /** The users and items features' cached existence checks: a task's assignee and item are in its company. */
   users: { existsCached(companyId: string, userId: string): Promise<boolean> };
   items: { existsCached(companyId: string, itemId: string): Promise<boolean> };

@@ -226,7 +226,7 @@ describe('the erasure job', () => {
       async () => (await t.db.collection('record_history').countDocuments({ resource_id: item.item_id })) === 1,
     );
     // Recorded without a job, so only this test runs it.
-    const repos = t.app.repos as Parameters<typeof runErasure>[0]['repos'];
+    const repos = t.app.repos;
     const now = new Date();
     await repos.erasures.insert({
       _id: 'era_halfway',
