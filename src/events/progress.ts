@@ -7,7 +7,6 @@ import type { EventEnvelope } from '../contracts/envelope.js';
 import type { EventConsumer, EventsRepository } from './repository.js';
 import type { Job } from 'bullmq';
 
-
 /**
  * Events that may wait for their records per slot of the consumer: while MongoDB stalls, sends go on (a
  * delivery needs no MongoDB), and every event sent but not recorded is sent again when its job is retried.

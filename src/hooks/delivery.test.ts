@@ -1,9 +1,9 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { buildEvent } from '../contracts/envelope.js';
+import { retryPolicyFrom } from './delivery-policy.js';
 import { deliverWebhook, type DeliveryDeps } from './delivery.js';
 import { HookLanes } from './lanes.js';
-import { retryPolicyFrom } from './delivery-policy.js';
 import { newWebhookSecret } from './signing.js';
 import type { HookDoc } from './repository.js';
 

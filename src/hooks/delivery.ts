@@ -1,7 +1,7 @@
 import { hookDeliveryKey, type DeliveriesRepository, type DeliveryTarget } from './deliveries.repository.js';
+import { decideAfterAttempt, disableThreshold, type DeliveryDecision, type RetryPolicy } from './delivery-policy.js';
 import { hookDisabledEvent } from './hook-events.js';
 import { disabledState, type HookDoc, type HooksRepository } from './repository.js';
-import { decideAfterAttempt, disableThreshold, type DeliveryDecision, type RetryPolicy } from './delivery-policy.js';
 import { signedHeaders, signingSecrets, webhookBody } from './signing.js';
 import type { DeliveryJob } from '../contracts/jobs.js';
 import type { Logger } from '../shared/logger.js';

@@ -83,7 +83,11 @@ export function createHookProcessors(deps: HookProcessorDeps) {
     concurrency: config.HOOK_CONCURRENCY,
     timeoutMs: config.HOOK_TIMEOUT_MS,
   });
-  const claimDeps = { redis: deps.redis, prefix: config.QUEUE_PREFIX, publisherJobExists: deps.publisherJobExists };
+  const claimDeps = {
+    redis: deps.redis,
+    prefix: config.QUEUE_PREFIX,
+    publisherJobExists: (event: EventRef) => deps.publisherJobExists(event),
+  };
 
   /** To the deliveries lane, recorded first in MongoDB so that it survives Redis losing the job. */
   const handOff = async (hookId: string, data: DeliveryJob, jobId: string) => {

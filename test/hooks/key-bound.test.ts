@@ -1,9 +1,9 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent, type EventType } from '../../src/contracts/envelope.js';
+import { retryPolicyFrom } from '../../src/hooks/delivery-policy.js';
 import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
 import { HooksRepository } from '../../src/hooks/repository.js';
-import { retryPolicyFrom } from '../../src/hooks/delivery-policy.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { admin, createKey, createTenant, expectProblem, ext, type Tenant } from '../helpers/fixtures.js';
 import { waitFor } from '../helpers/wait.js';

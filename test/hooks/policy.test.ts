@@ -2,8 +2,6 @@ import { createHmac } from 'node:crypto';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../src/contracts/envelope.js';
-import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
-import { fanOutEvent } from '../../src/hooks/fanout.js';
 import {
   backoffDelay,
   MAX_RETRY_AFTER_MS,
@@ -12,6 +10,8 @@ import {
   retryPolicyFrom,
   scheduledDelay,
 } from '../../src/hooks/delivery-policy.js';
+import { deliverWebhook, type DeliveryDeps } from '../../src/hooks/delivery.js';
+import { fanOutEvent } from '../../src/hooks/fanout.js';
 import { newWebhookSecret, signedHeaders } from '../../src/hooks/signing.js';
 import { createRepositories } from '../../src/repositories.js';
 import { loadConfig } from '../../src/shared/config.js';
