@@ -9,6 +9,8 @@ import { FeedWaiters } from './events/feed-waiters.js';
 import { EventFeed } from './events/feed.js';
 import { ConsumerProgress } from './events/progress.js';
 import { QueueEventPublisher, type QueueEventPublisherOptions } from './events/queue-publisher.js';
+import { Reconciler } from './events/reconciler.js';
+import { startRelayLoops } from './events/relay.js';
 import { SequencerStore } from './events/sequencer-store.js';
 import { ExportService } from './export/service.js';
 import { HistoryRepository } from './history/repository.js';
@@ -21,7 +23,7 @@ import { createRepositories } from './repositories.js';
 import { createChangeFeeds } from './shared/change-feeds.js';
 import { relayOnlyPublisher, type EventPublisher } from './shared/outbox.js';
 import { CursorCodec } from './shared/pagination.js';
-import { jobStillQueued } from './shared/queues.js';
+import { createQueue, jobStillQueued } from './shared/queues.js';
 import { loadSharedSecret } from './shared/secrets.js';
 import { TargetGuard, type Resolver } from './shared/target-guard.js';
 import { TasksService } from './tasks/service.js';
@@ -170,6 +172,42 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
    * web's; the worker roles hand them to BullMQ. Each takes the role's own Redis connection where it needs one.
    */
   const processors = {
+    /**
+     * The relay's loops: outboxes to `events` and the queues, and the reconciliation. On the container's
+     * fail-fast client, so a reconciliation fails during an outage rather than holding its lock waiting it out.
+     */
+    relay(publisher: QueueEventPublisher) {
+      const deliveriesQueue = createQueue('deliveries', { connection: redis, prefix: config.QUEUE_PREFIX });
+      deliveriesQueue.on('error', () => {});
+      const reconciler = new Reconciler(
+        {
+          redis,
+          prefix: config.QUEUE_PREFIX,
+          eventStore: repos.events,
+          publisher,
+          deliveriesQueue,
+          dueDeliveries: (limit, after) => repos.deliveries.dueAttempts(limit, after),
+          logger,
+        },
+        Math.max(config.JOB_LOCK_MS, config.HOOK_TIMEOUT_MS) + 5_000,
+      );
+      const loops = startRelayLoops({
+        db,
+        publisher,
+        reconciler,
+        redis,
+        prefix: config.QUEUE_PREFIX,
+        reconcileIntervalMs: config.RECONCILE_INTERVAL_MS,
+        logger,
+      });
+      return {
+        state: loops.state,
+        async close() {
+          await loops.close();
+          await deliveriesQueue.close();
+        },
+      };
+    },
     /** `automations`: each task event against the company's rules (progress tracked by the events feature). */
     automations() {
       const progress = new ConsumerProgress('automations', repos.events, {

@@ -1,7 +1,10 @@
 import { findPending, OUTBOX_COLLECTIONS } from '../shared/outbox.js';
+import { acquireRedisLock } from '../shared/redis-lock.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { Logger } from '../shared/logger.js';
+import type { RedisClient } from '../shared/redis.js';
 import type { QueueEventPublisher } from './queue-publisher.js';
+import type { Reconciler } from './reconciler.js';
 import type { Db } from 'mongodb';
 
 const BATCH = 200;
@@ -49,4 +52,82 @@ export async function relayPendingEvents(db: Db, publisher: QueueEventPublisher,
   }
   if (pass.moved > 0 || pass.queued > 0) logger.debug(pass, 'relay moved and queued events');
   return pass;
+}
+
+const IDLE_POLL_MS = 250;
+const ERROR_BACKOFF_MS = 1_000;
+
+export interface RelayRoleDeps {
+  db: Db;
+  publisher: QueueEventPublisher;
+  reconciler: Pick<Reconciler, 'run'>;
+  /** Fails fast while Redis is away: the reconciliation's lock and its readiness. */
+  redis: RedisClient;
+  prefix: string;
+  reconcileIntervalMs: number;
+  logger: Logger;
+}
+
+/**
+ * The relay's two loops (docs/events.md): relay passes, back to back while there is work and every
+ * IDLE_POLL_MS when idle; and every `reconcileIntervalMs` (and as soon as Redis answers again) one
+ * reconciliation across all relay processes, under a Redis lock, which schedules again what MongoDB says
+ * is unfinished.
+ */
+export function startRelayLoops(deps: RelayRoleDeps) {
+  const { redis, logger } = deps;
+  const lockTtlMs = Math.max(2_000, 2 * deps.reconcileIntervalMs);
+  let stopped = false;
+  let failing = false;
+  let wake: (() => void) | undefined;
+
+  const relayLoop = (async () => {
+    while (!stopped) {
+      let delay = IDLE_POLL_MS;
+      try {
+        await relayPendingEvents(deps.db, deps.publisher, logger);
+        if (failing) logger.info('relay moving events again');
+        failing = false;
+      } catch (error) {
+        if (!failing) logger.warn({ err: error }, 'relay cannot move events yet; they stay in the outbox');
+        failing = true;
+        delay = ERROR_BACKOFF_MS;
+      }
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, delay);
+      });
+    }
+  })();
+
+  let reconciling: Promise<void> | undefined;
+  const reconcile = () => {
+    if (stopped || reconciling || redis.status !== 'ready') return;
+    reconciling = (async () => {
+      const lock = await acquireRedisLock(redis, `${deps.prefix}:events:reconciling`, lockTtlMs);
+      if (!lock) return;
+      try {
+        await deps.reconciler.run(lock.lost);
+      } finally {
+        await lock.release();
+      }
+    })()
+      .catch((error) => logger.warn({ err: error }, 'reconciliation did not finish; the next tick retries'))
+      .finally(() => (reconciling = undefined));
+  };
+  const ticks = setInterval(reconcile, deps.reconcileIntervalMs);
+  redis.on('ready', reconcile); // Redis answers again: check at once rather than at the next tick
+  reconcile();
+
+  return {
+    state: (): 'failing' | 'running' => (failing ? 'failing' : 'running'),
+    async close() {
+      stopped = true;
+      clearInterval(ticks);
+      redis.off('ready', reconcile);
+      wake?.();
+      await relayLoop;
+      await reconciling;
+    },
+  };
 }
