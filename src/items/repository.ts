@@ -1,4 +1,3 @@
-import { BSON, type Collection, type Db, type Filter } from 'mongodb';
 import { ExternalIdTakenError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
 import { companyScopedKey } from '../shared/ids.js';
@@ -8,19 +7,10 @@ import { OUTBOX_INDEX, updateWithEvents, type OutboxOverflow } from '../shared/o
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { ItemDoc } from '../contracts/items.js';
+import type { Collection, Db, Filter } from 'mongodb';
 
 /** What a read of an item leaves out: the outbox's events (its bookkeeping counters stay). */
 const ITEM_READ = { pending_events: 0 } as const;
-
-/** An item as BSON: a few objects for the garbage collector where the document is dozens. */
-export function itemToBytes(doc: ItemDoc): Uint8Array {
-  return BSON.serialize(doc);
-}
-
-/** An item from its BSON, as the driver would have decoded it (its default options). */
-export function itemFromBytes(bytes: Uint8Array): ItemDoc {
-  return BSON.deserialize(bytes) as ItemDoc;
-}
 
 export interface ItemListFilter {
   pipeline_id?: string;
@@ -142,16 +132,6 @@ export class ItemsRepository {
   /** A live item of the company; an archived one is not found, so it cannot be read, changed or referenced. */
   findById(companyId: string, itemId: string): Promise<ItemDoc | null> {
     return this.collection.findOne(liveItem(companyId, itemId), { projection: ITEM_READ });
-  }
-
-  /** findById's item as its stored BSON (itemFromBytes reads it), for a caller that keeps it. */
-  async findBytesById(companyId: string, itemId: string): Promise<Uint8Array | null> {
-    // `raw`: the driver hands over the document undecoded, as a view into the whole reply: copied, to keep only it.
-    const bytes = (await this.collection.findOne(liveItem(companyId, itemId), {
-      projection: ITEM_READ,
-      raw: true,
-    })) as unknown as Uint8Array | null;
-    return bytes && new Uint8Array(bytes);
   }
 
   /** Whether the company has this live item, from the process's memory when it was seen recently. */

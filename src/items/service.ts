@@ -30,7 +30,7 @@ import { outboxOnInsert } from '../shared/outbox.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
 import { SequenceBlocks } from '../shared/sequence-blocks.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
-import { itemFromBytes, itemToBytes, type ItemChanges, type ItemsRepository } from './repository.js';
+import { type ItemChanges, type ItemsRepository } from './repository.js';
 import { itemSearch, nameWords } from './search.js';
 import type { Actor } from '../contracts/auth-context.js';
 import type { PipelineDoc } from '../contracts/pipelines.js';
@@ -46,21 +46,9 @@ const UPDATE_RETRIES = 10;
 /**
  * Items whose latest known version this process keeps (see ItemsService.recent): enough to cover a client's
  * GET and its PATCH, also one that reads a few hundred items before it updates them; with fewer, each of those
- * PATCHes would read its item first, two round trips where one will do. Not more: under load a kept read
- * outlives the young generation and is promoted only to die there, a cost to every read.
+ * PATCHes would read its item first, two round trips where one will do.
  */
 const RECENT_ITEMS = 1_000;
-
-/**
- * A recent item as its BSON, not as the document: kept for a second or more under load, an entry outlives
- * the young generation, and each of the document's dozens of objects would be copied twice and promoted, to
- * die in the old generation; its bytes are one object. The price: a create or PATCH serializes the document
- * it wrote, and a PATCH from a kept item decodes it (where it would read it).
- */
-interface RecentItem {
-  version: number;
-  bytes: Uint8Array;
-}
 
 export interface ItemsServiceDeps {
   db: Db;
@@ -138,20 +126,21 @@ export class ItemsService {
    * reads leave out), so an item at a given version is always the same. The conditional write then
    * proves the version is still current; if it is not, the usual read decides between 409 and 404.
    */
-  private readonly recentItems = new LRUCache<string, RecentItem>({ max: RECENT_ITEMS });
+  private readonly recentItems = new LRUCache<string, ItemDoc>({ max: RECENT_ITEMS });
 
   constructor(private readonly deps: ItemsServiceDeps) {
     this.shortIds = new SequenceBlocks(deps.db);
   }
 
-  private remember(doc: ItemDoc, bytes = itemToBytes(doc)): void {
-    this.recentItems.set(companyScopedKey(doc.company_id, doc._id), { version: doc.version, bytes });
+  /** Kept as read or written; nothing modifies a kept document (an update builds a new one). */
+  private remember(doc: ItemDoc): void {
+    this.recentItems.set(companyScopedKey(doc.company_id, doc._id), doc);
   }
 
   /** The item at exactly `version` when this process has seen it so. */
   private recent(companyId: string, itemId: string, version: number): ItemDoc | undefined {
-    const entry = this.recentItems.get(companyScopedKey(companyId, itemId));
-    return entry?.version === version ? itemFromBytes(entry.bytes) : undefined;
+    const kept = this.recentItems.get(companyScopedKey(companyId, itemId));
+    return kept?.version === version ? kept : undefined;
   }
 
   private async pipelineFor(companyId: string, pipelineId: string): Promise<PipelineDoc> {
@@ -268,10 +257,9 @@ export class ItemsService {
   }
 
   async get(actor: Actor, itemId: string): Promise<ItemResponse> {
-    const bytes = await this.deps.items.findBytesById(actor.companyId, itemId);
-    if (!bytes) throw new NotFoundError('Item');
-    const doc = itemFromBytes(bytes);
-    this.remember(doc, bytes); // the client is likely to send this version back with a PATCH
+    const doc = await this.deps.items.findById(actor.companyId, itemId);
+    if (!doc) throw new NotFoundError('Item');
+    this.remember(doc); // the client is likely to send this version back with a PATCH
     return toItemResponse(doc, await this.pipelineFor(actor.companyId, doc.pipeline_id));
   }
 
