@@ -52,4 +52,16 @@ describe('README and docs/', () => {
     const unlinked = markdownFiles.filter((file) => file.startsWith('docs/') && !readme.includes(`](${file})`));
     expect(unlinked).toEqual([]);
   });
+
+  it("the README's layout tree names every folder of src/ and no folder that is not there", () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const tree = /## Layout\n\n```\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+    const named = new Set([...tree.matchAll(/(?:^|\s)([a-z-]+)\//g)].map((match) => match[1]!));
+    const folders = readdirSync(join(root, 'src'), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && entry.name !== 'dev')
+      .map((entry) => entry.name);
+    expect(folders.filter((folder) => !named.has(folder))).toEqual([]);
+    const topLevel = new Set(['src', 'workers', 'sdk', 'test', 'bench', 'scripts', 'deploy', 'docs']);
+    expect([...named].filter((name) => !folders.includes(name) && !topLevel.has(name))).toEqual([]);
+  });
 });
