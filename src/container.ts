@@ -2,6 +2,7 @@ import { ApiKeysService } from './auth/api-keys.service.js';
 import { ApiKeyAuthenticator } from './auth/authenticator.js';
 import { processAutomationEvent } from './automations/processor.js';
 import { AutomationsService } from './automations/service.js';
+import { CompaniesService } from './companies/service.js';
 import { historyRowsOf } from './contracts/history-rows.js';
 import { requeueUnfinishedErasures, runErasure } from './erasure/job.js';
 import { ErasureService } from './erasure/service.js';
@@ -27,6 +28,7 @@ import { createQueue, jobStillQueued } from './shared/queues.js';
 import { loadSharedSecret } from './shared/secrets.js';
 import { TargetGuard, type Resolver } from './shared/target-guard.js';
 import { TasksService } from './tasks/service.js';
+import { UsersService } from './users/service.js';
 import type { ErasureJob } from './contracts/jobs.js';
 import type { EventsRepository } from './events/repository.js';
 import type { Config } from './shared/config.js';
@@ -126,6 +128,8 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
     targetGuard,
     authenticator,
     pipelines: new PipelinesService(repos.pipelines),
+    companies: new CompaniesService({ companies: repos.companies, authentication: authenticator }),
+    users: new UsersService(repos.users),
     feedWaiters,
     eventFeed,
     exports: new ExportService({ items: repos.items, tasks: repos.tasks, pipelines: repos.pipelines, feed: eventFeed }),
@@ -140,7 +144,7 @@ export function createContainer<P extends EventPublisher = EventPublisher>(deps:
       recordKnown,
       enqueue: async (job) => void (await queues.erasures.add('erasure', job, { jobId: job.erasure_id })),
     }),
-    items: new ItemsService({ db, items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
+    items: new ItemsService({ items: repos.items, pipelines: repos.pipelines, publisher, cursors }),
     tasks: new TasksService({ tasks: repos.tasks, users: repos.users, items: repos.items, publisher, cursors }),
     apiKeys: new ApiKeysService({ apiKeys: repos.apiKeys, users: repos.users, authenticator, hooks: repos.hooks }),
     automations: new AutomationsService({

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { NotFoundError } from '../shared/errors.js';
 import { companySchema, createCompanyBody, toCompanyResponse, updateCompanyBody } from './schemas.js';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
@@ -13,7 +12,7 @@ export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: { tags, body: createCompanyBody, response: { 201: companySchema } },
     },
     async (request, reply) => {
-      const company = await app.repos.companies.create(request.body);
+      const company = await app.services.companies.create(request.body);
       return reply.code(201).send(toCompanyResponse(company));
     },
   );
@@ -24,9 +23,7 @@ export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: { tags, params: companyParams, response: { 200: companySchema } },
     },
     async (request) => {
-      const company = await app.repos.companies.findById(request.params.company_id);
-      if (!company) throw new NotFoundError('Company');
-      return toCompanyResponse(company);
+      return toCompanyResponse(await app.services.companies.get(request.params.company_id));
     },
   );
 
@@ -41,10 +38,7 @@ export const companiesAdminRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const company = await app.repos.companies.update(request.params.company_id, request.body);
-      if (!company) throw new NotFoundError('Company');
-      await app.services.authenticator.companyChanged(company._id);
-      return toCompanyResponse(company);
+      return toCompanyResponse(await app.services.companies.update(request.params.company_id, request.body));
     },
   );
 };

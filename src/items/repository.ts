@@ -1,3 +1,4 @@
+import { nextSequence } from '../shared/counters.js';
 import { ExternalIdTakenError } from '../shared/errors.js';
 import { ExistenceCache } from '../shared/existence-cache.js';
 import { companyScopedKey } from '../shared/ids.js';
@@ -5,6 +6,7 @@ import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes, isDuplicateKeyError } from '../shared/mongo.js';
 import { OUTBOX_INDEX, updateWithEvents, type OutboxOverflow } from '../shared/outbox.js';
 import { afterCursor, mongoSort, type SortSpec } from '../shared/pagination.js';
+import { SequenceBlocks } from '../shared/sequence-blocks.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
 import type { ItemDoc } from '../contracts/items.js';
 import type { Collection, Db, Filter } from 'mongodb';
@@ -68,9 +70,25 @@ export class ItemsRepository {
   private readonly existing = new ExistenceCache(ITEM_EXISTS_TTL_MS);
 
   /** `eventStore`: where a full outbox's events go first (the events repository). */
+  private readonly db: Db;
+  /** Each company's `short_id` counter (in `counters`), handed out a block at a time. */
+  private readonly shortIds: SequenceBlocks;
+
   constructor(db: Db, eventStore: OutboxOverflow) {
     this.eventStore = eventStore;
     this.collection = db.collection<ItemDoc>('items');
+    this.db = db;
+    this.shortIds = new SequenceBlocks(db);
+  }
+
+  /** The company's next item `short_id`. */
+  nextShortId(companyId: string): Promise<number> {
+    return this.shortIds.next(`items:${companyId}`);
+  }
+
+  /** Reserves `count` consecutive short_ids (a batch create) and returns the last. */
+  reserveShortIds(companyId: string, count: number): Promise<number> {
+    return nextSequence(this.db, `items:${companyId}`, count);
   }
 
   /** One index per (equality filter, sort) pair, each ending in _id for keyset ties. */

@@ -12,7 +12,6 @@ import {
   type upsertItemBody,
   type ItemDoc,
 } from '../contracts/items.js';
-import { nextSequence } from '../shared/counters.js';
 import {
   AppError,
   ExternalIdTakenError,
@@ -28,7 +27,6 @@ import { must } from '../shared/must.js';
 import { retryLostRaces } from '../shared/optimistic.js';
 import { outboxOnInsert } from '../shared/outbox.js';
 import { pageOf, parseSort } from '../shared/pagination.js';
-import { SequenceBlocks } from '../shared/sequence-blocks.js';
 import { duplicateTokens, probeTokens } from './duplicates.js';
 import { type ItemChanges, type ItemsRepository } from './repository.js';
 import { itemSearch, nameWords } from './search.js';
@@ -36,7 +34,6 @@ import type { Actor } from '../contracts/auth-context.js';
 import type { PipelineDoc } from '../contracts/pipelines.js';
 import type { EventPublisher } from '../shared/outbox.js';
 import type { CursorCodec } from '../shared/pagination.js';
-import type { Db } from 'mongodb';
 import type { z } from 'zod';
 
 const MAX_DUPLICATE_MATCHES = 20;
@@ -51,7 +48,6 @@ const UPDATE_RETRIES = 10;
 const RECENT_ITEMS = 1_000;
 
 export interface ItemsServiceDeps {
-  db: Db;
   items: ItemsRepository;
   /** The pipelines feature's cached read: an item is validated and shaped by its pipeline. */
   pipelines: { findCached(companyId: string, pipelineId: string): Promise<PipelineDoc | null> };
@@ -118,7 +114,6 @@ export function mergeCustom(current: CustomValues, changes: CustomValues): Custo
 
 export class ItemsService {
   /** short_id numbers, taken from the company's counter in blocks (one counter write per block). */
-  private readonly shortIds: SequenceBlocks;
 
   /**
    * The latest version of items this process read or wrote, so a PATCH carrying that `version` needs
@@ -128,9 +123,7 @@ export class ItemsService {
    */
   private readonly recentItems = new LRUCache<string, ItemDoc>({ max: RECENT_ITEMS });
 
-  constructor(private readonly deps: ItemsServiceDeps) {
-    this.shortIds = new SequenceBlocks(deps.db);
-  }
+  constructor(private readonly deps: ItemsServiceDeps) {}
 
   /** Kept as read or written; nothing modifies a kept document (an update builds a new one). */
   private remember(doc: ItemDoc): void {
@@ -213,7 +206,7 @@ export class ItemsService {
 
   async create(actor: Actor, body: NewItemInput): Promise<ItemResponse> {
     const checked = await this.validateNew(actor.companyId, body);
-    const seq = await this.shortIds.next(`items:${actor.companyId}`);
+    const seq = await this.deps.items.nextShortId(actor.companyId);
     const created = this.buildNew(actor, body, checked, seq, new Date());
     await this.deps.items.insert(created.doc);
     this.deps.publisher.publishRecorded('items', created.doc._id, created.events);
@@ -236,7 +229,7 @@ export class ItemsService {
       ),
     );
     const valid = checked.filter((entry) => !(entry instanceof AppError)).length;
-    const last = valid === 0 ? 0 : await nextSequence(this.deps.db, `items:${actor.companyId}`, valid);
+    const last = valid === 0 ? 0 : await this.deps.items.reserveShortIds(actor.companyId, valid);
     let seq = last - valid;
     const now = new Date();
     const built = checked.map((entry, index) =>
@@ -307,7 +300,7 @@ export class ItemsService {
         if (ifMatch !== undefined) throw new PreconditionFailedError();
         if (version !== undefined) throw new VersionConflictError(0);
         const checked = await this.validateNew(actor.companyId, fields);
-        const seq = await this.shortIds.next(`items:${actor.companyId}`);
+        const seq = await this.deps.items.nextShortId(actor.companyId);
         const created = this.buildNew(actor, { ...fields, external_id: externalId }, checked, seq, new Date());
         try {
           await this.deps.items.insert(created.doc);

@@ -19,7 +19,7 @@ export const usersAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       await requireCompany(app, request.params.company_id);
-      const user = await app.repos.users.create(request.params.company_id, request.body);
+      const user = await app.services.users.create(request.params.company_id, request.body);
       return reply.code(201).send(toUserResponse(user));
     },
   );
@@ -31,7 +31,7 @@ export const usersAdminRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       await requireCompany(app, request.params.company_id);
-      return (await app.repos.users.list(request.params.company_id)).map(toUserResponse);
+      return (await app.services.users.list(request.params.company_id)).map(toUserResponse);
     },
   );
 };

@@ -1,0 +1,16 @@
+import type { UserDoc, UsersRepository } from './repository.js';
+import type { createUserBody } from './schemas.js';
+import type { z } from 'zod';
+
+/** Users of a company, as the admin API manages them (the route has checked the company exists). */
+export class UsersService {
+  constructor(private readonly users: Pick<UsersRepository, 'create' | 'list'>) {}
+
+  create(companyId: string, body: z.infer<typeof createUserBody>): Promise<UserDoc> {
+    return this.users.create(companyId, body);
+  }
+
+  list(companyId: string): Promise<UserDoc[]> {
+    return this.users.list(companyId);
+  }
+}
