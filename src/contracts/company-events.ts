@@ -1,3 +1,4 @@
+import { resourceOf } from './envelope.js';
 import { buildEvent, type EventEnvelope, type EventOptions, type EventType } from './envelope.js';
 import { itemSchema, type ItemResponse } from './items.js';
 import type { TaskResponse } from './tasks.js';
@@ -43,7 +44,7 @@ export function buildCompanyEvent<T extends EventType>(
   options: EventOptions,
 ): EventOf<T> {
   // A hook event carries no value that could be large (its target_url is at most 2,000 characters).
-  const cappable = type.startsWith('task.') ? taskCappable : type.startsWith('hook.') ? () => false : itemCappable;
+  const cappable = { task: taskCappable, hook: () => false, item: itemCappable }[resourceOf(type)];
   return buildEvent(type, companyId, data, { ...options, cappable }) as EventOf<T>;
 }
 
@@ -58,5 +59,5 @@ export function typedEvent(envelope: EventEnvelope): CompanyEvent {
 }
 
 export function isTaskEvent(event: CompanyEvent): event is TaskEvent {
-  return event.type.startsWith('task.');
+  return resourceOf(event.type) === 'task';
 }

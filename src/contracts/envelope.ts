@@ -33,6 +33,29 @@ export const HOOK_PING = 'hook.ping';
 export const WEBHOOK_EVENT_TYPES = [...EVENT_TYPES, HOOK_PING] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
+/** What an event is about: a task, an item, or a hook. */
+export type EventResource = 'task' | 'item' | 'hook';
+
+/** Each event type's resource: the one table every consumer reads it from (a new type must be added here). */
+const EVENT_RESOURCES = {
+  'task.created': 'task',
+  'task.updated': 'task',
+  'task.completed': 'task',
+  'task.overdue': 'task',
+  'task.deleted': 'task',
+  'item.created': 'item',
+  'item.updated': 'item',
+  'item.deleted': 'item',
+  'hook.disabled': 'hook',
+  'hook.ping': 'hook',
+} as const satisfies Record<WebhookEventType, EventResource>;
+
+export type ResourceOf<T extends WebhookEventType> = (typeof EVENT_RESOURCES)[T];
+
+export function resourceOf<T extends WebhookEventType>(type: T): ResourceOf<T> {
+  return EVENT_RESOURCES[type];
+}
+
 export type Changes = Record<string, { from: unknown; to: unknown }>;
 
 /**

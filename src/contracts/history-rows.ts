@@ -1,3 +1,4 @@
+import { resourceOf } from './envelope.js';
 import type { Changes, EventActor, EventEnvelope, EventType } from './envelope.js';
 
 /** The kinds of record that have a history: the resources of the item.* and task.* events. */
@@ -28,7 +29,7 @@ export interface HistoryRow {
 const DAY_MS = 24 * 3_600_000;
 
 function kindOf(type: EventType): RecordKind {
-  return type.startsWith('item.') ? 'item' : 'task';
+  return resourceOf(type) === 'item' ? 'item' : 'task';
 }
 
 /**

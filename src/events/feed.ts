@@ -1,3 +1,4 @@
+import { resourceOf } from '../contracts/envelope.js';
 import { EVENT_TYPES, type EventType } from '../contracts/envelope.js';
 import { InsufficientScopeError, NotFoundError, ValidationError } from '../shared/errors.js';
 import { readWithinBudget, type CursorCodec } from '../shared/pagination.js';
@@ -9,8 +10,8 @@ import type { SequencerStore } from './sequencer-store.js';
 
 /** Which scope shows which events (DECISIONS.md sections 12.1 and 13.2: hook events with hooks:manage). */
 function scopeOf(type: EventType): 'tasks:read' | 'items:read' | 'hooks:manage' {
-  if (type.startsWith('task.')) return 'tasks:read';
-  return type.startsWith('hook.') ? 'hooks:manage' : 'items:read';
+  const resource = resourceOf(type);
+  return resource === 'task' ? 'tasks:read' : resource === 'hook' ? 'hooks:manage' : 'items:read';
 }
 
 /** The event types a key may read; 403 when it may read none. */

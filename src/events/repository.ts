@@ -1,4 +1,5 @@
 import { type Collection, type Db, type Filter, type FindCursor, type UpdateFilter } from 'mongodb';
+import { resourceOf } from '../contracts/envelope.js';
 import { EVENT_QUEUES, type EventQueue } from '../contracts/jobs.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { duplicateKeyIndexes } from '../shared/mongo.js';
@@ -67,11 +68,7 @@ export interface ConsumerFinished {
 
 function resourceIdOf(event: EventEnvelope): string | null {
   const data = event.data as { task_id?: unknown; item_id?: unknown; hook_id?: unknown };
-  const id = event.type.startsWith('task.')
-    ? data.task_id
-    : event.type.startsWith('hook.')
-      ? data.hook_id
-      : data.item_id;
+  const id = { task: data.task_id, hook: data.hook_id, item: data.item_id }[resourceOf(event.type)];
   return typeof id === 'string' ? id : null;
 }
 

@@ -1,3 +1,4 @@
+import { resourceOf } from '../contracts/envelope.js';
 import type { Scope } from '../contracts/scopes.js';
 import type { HookEvent } from './repository.js';
 
@@ -8,9 +9,8 @@ import type { HookEvent } from './repository.js';
  */
 export function readScopesOf(type: HookEvent): Scope[] {
   if (type === '*') return ['tasks:read', 'items:read'];
-  if (type.startsWith('task.')) return ['tasks:read'];
-  if (type.startsWith('item.')) return ['items:read'];
-  return [];
+  const resource = resourceOf(type);
+  return resource === 'task' ? ['tasks:read'] : resource === 'item' ? ['items:read'] : [];
 }
 
 /** The first read scope these event types need that `scopes` lacks, in the order the types were given. */

@@ -1,5 +1,6 @@
 import fastJson from 'fast-json-stringify';
 import { z } from 'zod';
+import { resourceOf } from '../contracts/envelope.js';
 import {
   eventActorSchema,
   HOOK_PING,
@@ -46,8 +47,7 @@ const pingDataSchema = z.object({ hook_id: z.string().describe('The hook the pin
 type DataKind = 'task' | 'item' | 'hook' | 'ping';
 const kindOf = (type: WebhookEventType): DataKind => {
   if (type === HOOK_PING) return 'ping';
-  if (type.startsWith('task.')) return 'task';
-  return type.startsWith('hook.') ? 'hook' : 'item';
+  return resourceOf(type);
 };
 const DATA_SCHEMAS = { task: eventTaskSchema, item: eventItemSchema, hook: hookSchema, ping: pingDataSchema } as const;
 const DATA_DESCRIPTIONS: Record<DataKind, string> = {

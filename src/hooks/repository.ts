@@ -1,4 +1,5 @@
 import { MongoServerError, type Collection, type Db, type FindCursor } from 'mongodb';
+import { resourceOf } from '../contracts/envelope.js';
 import { AnnouncedCache, type ChangeAnnouncer } from '../shared/change-feeds.js';
 import { ensureCollectionIndexes } from '../shared/indexes.js';
 import { isDuplicateKeyError } from '../shared/mongo.js';
@@ -332,7 +333,7 @@ export class HooksRepository {
         passesChangeFilter(hook.filter?.changes, event),
     );
     // A pipeline filter judges task and item events; a hook event (hook.disabled) belongs to no pipeline.
-    if (event.type.startsWith('hook.') || !hooks.some((hook) => hook.filter?.pipeline_id)) return hooks;
+    if (resourceOf(event.type) === 'hook' || !hooks.some((hook) => hook.filter?.pipeline_id)) return hooks;
     const pipelineId = await this.pipelineOfEvent(event);
     return hooks.filter((hook) => !hook.filter?.pipeline_id || hook.filter.pipeline_id === pipelineId);
   }
@@ -347,7 +348,7 @@ export class HooksRepository {
     const causedBy = event.actor?.type === 'api_key' ? event.actor.id : undefined;
     if (causedBy && hook.filter?.exclude_actors?.includes(causedBy)) return false;
     if (!passesChangeFilter(hook.filter?.changes, event)) return false;
-    if (!hook.filter?.pipeline_id || event.type.startsWith('hook.')) return true;
+    if (!hook.filter?.pipeline_id || resourceOf(event.type) === 'hook') return true;
     return (await this.pipelineOfEvent(event)) === hook.filter.pipeline_id;
   }
 
@@ -360,7 +361,7 @@ export class HooksRepository {
   private async pipelineOfEvent(event: Pick<EventEnvelope, 'company_id' | 'type' | 'data'>): Promise<string | null> {
     const { data } = event;
     // An item in API shape names its pipeline `pipeline`.
-    if (event.type.startsWith('item.')) return typeof data.pipeline === 'string' ? data.pipeline : null;
+    if (resourceOf(event.type) === 'item') return typeof data.pipeline === 'string' ? data.pipeline : null;
     return typeof data.item_id === 'string' ? this.itemPipeline(event.company_id, data.item_id) : null;
   }
 
