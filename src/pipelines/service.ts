@@ -99,14 +99,16 @@ export function applyPipelineUpdate(current: PipelineDoc, body: z.infer<typeof u
   };
 }
 
+export interface PipelinesServiceDeps {
+  pipelines: Pick<
+    PipelinesRepository,
+    'findById' | 'findCached' | 'insert' | 'list' | 'listCursor' | 'replaceIfRevision'
+  >;
+}
+
 /** Pipelines for the admin API (create, edit) and the external API (read); routes call only this. */
 export class PipelinesService {
-  constructor(
-    private readonly pipelines: Pick<
-      PipelinesRepository,
-      'findById' | 'findCached' | 'insert' | 'list' | 'listCursor' | 'replaceIfRevision'
-    >,
-  ) {}
+  constructor(private readonly deps: PipelinesServiceDeps) {}
 
   async create(companyId: string, body: z.infer<typeof createPipelineBody>): Promise<PipelineDoc> {
     const duplicateDetection = body.duplicate_detection ?? DEFAULT_DUPLICATE_DETECTION;
@@ -115,7 +117,7 @@ export class PipelinesService {
     checkDuplicateDetection(duplicateDetection, body.fields, problems);
     ValidationError.throwIfAny(problems);
     const now = new Date();
-    return this.pipelines.insert({
+    return this.deps.pipelines.insert({
       _id: newId('pipeline'),
       company_id: companyId,
       name: body.name,
@@ -132,32 +134,32 @@ export class PipelinesService {
   async update(companyId: string, pipelineId: string, body: z.infer<typeof updatePipelineBody>): Promise<PipelineDoc> {
     // Admin edits are rare, so a few attempts cover the contention.
     return retryLostRaces('pipeline', 5, async () => {
-      const current = await this.pipelines.findById(companyId, pipelineId);
+      const current = await this.deps.pipelines.findById(companyId, pipelineId);
       if (!current) throw new NotFoundError('Pipeline');
-      return this.pipelines.replaceIfRevision(companyId, current.revision, applyPipelineUpdate(current, body));
+      return this.deps.pipelines.replaceIfRevision(companyId, current.revision, applyPipelineUpdate(current, body));
     });
   }
 
   /** A page in creation order (the external API), or every pipeline of the company (the admin API). */
   list(companyId: string, afterId?: string, limit?: number): Promise<PipelineDoc[]> {
-    return this.pipelines.list(companyId, afterId, limit);
+    return this.deps.pipelines.list(companyId, afterId, limit);
   }
 
   /** A page's rows as a cursor (the external API reads it up to its byte budget). */
   listCursor(companyId: string, afterId: string | undefined, limit: number): FindCursor<PipelineDoc> {
-    return this.pipelines.listCursor(companyId, afterId, limit);
+    return this.deps.pipelines.listCursor(companyId, afterId, limit);
   }
 
   /** From the process cache (the external API: changes arrive over the change feed). */
   async getCached(companyId: string, pipelineId: string): Promise<PipelineDoc> {
-    const pipeline = await this.pipelines.findCached(companyId, pipelineId);
+    const pipeline = await this.deps.pipelines.findCached(companyId, pipelineId);
     if (!pipeline) throw new NotFoundError('Pipeline');
     return pipeline;
   }
 
   /** Read from MongoDB (the admin API: an edit is seen at once). */
   async get(companyId: string, pipelineId: string): Promise<PipelineDoc> {
-    const pipeline = await this.pipelines.findById(companyId, pipelineId);
+    const pipeline = await this.deps.pipelines.findById(companyId, pipelineId);
     if (!pipeline) throw new NotFoundError('Pipeline');
     return pipeline;
   }
