@@ -169,9 +169,11 @@ describe('ExportService', () => {
     const service = new ExportService(deps);
     const exported = await service.items(auth);
     expect(exported.nextCursor).toBe('cur_42');
-    expect(calls).toEqual(['feed.currentPosition cmp_1', 'items.exportCursor cmp_1 200']);
+    // The cursor is opened at the first read, after the position was taken.
+    expect(calls).toEqual(['feed.currentPosition cmp_1']);
 
     const lines = linesOf((await readAll(exported.body)).text);
+    expect(calls).toEqual(['feed.currentPosition cmp_1', 'items.exportCursor cmp_1 200']);
     expect(lines.map((line) => line.item_id)).toEqual(['itm_0', 'itm_1', 'itm_2', 'itm_3', 'itm_4']);
     expect(lines[0]).toEqual({
       item_id: 'itm_0',
@@ -208,8 +210,8 @@ describe('ExportService', () => {
     const { deps, calls, taskCursors } = world({ count: 0, make: item }, { count: 3, make: task });
     const exported = await new ExportService(deps).tasks(auth);
     expect(exported.nextCursor).toBe('cur_42');
-    expect(calls).toEqual(['feed.currentPosition cmp_1', 'tasks.exportCursor cmp_1 200']);
     const lines = linesOf((await readAll(exported.body)).text);
+    expect(calls).toEqual(['feed.currentPosition cmp_1', 'tasks.exportCursor cmp_1 200']);
     expect(lines).toHaveLength(3);
     expect(lines[2]).toEqual({
       task_id: 'tsk_2',
@@ -267,6 +269,19 @@ describe('ExportService', () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(cursor.closed).toBe(1);
     expect(cursor.pulled).toBeLessThan(5_000);
+    expect(service.active).toBe(0);
+  });
+
+  it('leaves no cursor open when the reader goes away before the first read', async () => {
+    const { deps, itemCursors, taskCursors } = world({ count: 3, make: item }, { count: 3, make: task });
+    const service = new ExportService(deps);
+    for (const exported of [await service.items(auth), await service.tasks(auth)]) {
+      exported.body.destroy();
+      await once(exported.body, 'close');
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+    const open = [...itemCursors, ...taskCursors].filter((cursor) => cursor.closed === 0);
+    expect(open).toEqual([]);
     expect(service.active).toBe(0);
   });
 
