@@ -52,27 +52,39 @@ export class ExportService {
         pipelines.set(doc.pipeline_id, (pipeline = this.deps.pipelines.findCached(auth.companyId, doc.pipeline_id)));
       return pipeline;
     };
-    const cursor = this.deps.items.exportCursor(auth.companyId, BATCH);
     return {
       nextCursor,
-      body: this.stream(cursor, async (doc: ItemDoc) => {
-        const pipeline = await pipelineOf(doc);
-        // A stored item always has its pipeline; pipelines are never deleted.
-        if (!pipeline) throw new Error(`pipeline ${doc.pipeline_id} of an item is missing`);
-        return toItemResponse(doc, pipeline);
-      }),
+      body: this.stream(
+        () => this.deps.items.exportCursor(auth.companyId, BATCH),
+        async (doc: ItemDoc) => {
+          const pipeline = await pipelineOf(doc);
+          // A stored item always has its pipeline; pipelines are never deleted.
+          if (!pipeline) throw new Error(`pipeline ${doc.pipeline_id} of an item is missing`);
+          return toItemResponse(doc, pipeline);
+        },
+      ),
     };
   }
 
   async tasks(auth: AuthContext): Promise<Export> {
     const nextCursor = await this.deps.feed.currentPosition(auth);
-    const cursor = this.deps.tasks.exportCursor(auth.companyId, BATCH);
-    return { nextCursor, body: this.stream(cursor, (doc: TaskDoc) => toTaskResponse(doc)) };
+    return {
+      nextCursor,
+      body: this.stream(
+        () => this.deps.tasks.exportCursor(auth.companyId, BATCH),
+        (doc: TaskDoc) => toTaskResponse(doc),
+      ),
+    };
   }
 
-  private stream<T>(cursor: Closable<T>, toLine: (doc: T) => object | Promise<object>): Readable {
+  /**
+   * The cursor is opened at the first read, inside the generator: a body destroyed before it is read ends the
+   * generator without running it, so a cursor opened beforehand would never be closed.
+   */
+  private stream<T>(open: () => Closable<T>, toLine: (doc: T) => object | Promise<object>): Readable {
     const track = (delta: number) => (this.active += delta);
     async function* lines(): AsyncGenerator<Buffer> {
+      const cursor = open();
       track(1);
       try {
         let chunk = '';
