@@ -4,7 +4,7 @@ import { NotFoundError, ValidationError } from '../shared/errors.js';
 import { ContendedError } from '../shared/optimistic.js';
 import { PipelinesService } from './service.js';
 
-type PipelinesPort = ConstructorParameters<typeof PipelinesService>[0];
+type PipelinesPort = ConstructorParameters<typeof PipelinesService>[0]['pipelines'];
 
 const at = new Date('2026-11-24T09:00:00Z');
 
@@ -91,7 +91,7 @@ describe('PipelinesService', () => {
   it('create refuses a field defined twice and duplicate detection on an unknown or incomparable field, storing nothing', async () => {
     const { port, pipelines } = world();
     const problems = await problemsOf(
-      new PipelinesService(port).create('cmp_1', {
+      new PipelinesService({ pipelines: port }).create('cmp_1', {
         name: 'Hiring',
         stages: [{ name: 'Applied' }],
         statuses: [],
@@ -113,7 +113,7 @@ describe('PipelinesService', () => {
 
   it('create stores the pipeline with ids for its stages (positions in order) and statuses, the default duplicate detection', async () => {
     const { port, pipelines } = world();
-    const created = await new PipelinesService(port).create('cmp_1', {
+    const created = await new PipelinesService({ pipelines: port }).create('cmp_1', {
       name: 'Hiring',
       stages: [{ name: 'Applied' }, { name: 'Interview' }],
       statuses: [{ name: 'Open' }],
@@ -141,7 +141,9 @@ describe('PipelinesService', () => {
   it("update after another admin's save reads again and keeps their change with its own", async () => {
     const { port, pipelines, rivals, replaces } = world();
     rivals.push((doc) => doc.stages.push({ stage_id: 'stg_theirs', name: 'Theirs', position: 1 }));
-    const updated = await new PipelinesService(port).update('cmp_1', 'pip_a', { stages: [{ name: 'Mine' }] });
+    const updated = await new PipelinesService({ pipelines: port }).update('cmp_1', 'pip_a', {
+      stages: [{ name: 'Mine' }],
+    });
     expect(replaces()).toBe(2);
     expect(updated.stages.map((stage) => [stage.name, stage.position])).toEqual([
       ['New', 0],
@@ -154,7 +156,7 @@ describe('PipelinesService', () => {
 
   it('update gives up after five lost races (ContendedError, 503), and is a 404 for a pipeline not of the company', async () => {
     const { port, pipelines, rivals, replaces } = world();
-    const service = new PipelinesService(port);
+    const service = new PipelinesService({ pipelines: port });
     for (let n = 0; n < 5; n++) rivals.push(() => {});
     const error = await service.update('cmp_1', 'pip_a', { name: 'Never' }).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ContendedError);
@@ -170,7 +172,7 @@ describe('PipelinesService', () => {
     const { port, pipelines, replaces } = world();
     expect(
       await problemsOf(
-        new PipelinesService(port).update('cmp_1', 'pip_a', {
+        new PipelinesService({ pipelines: port }).update('cmp_1', 'pip_a', {
           fields: [{ name: 'deal_value', type: 'text', required: false }],
         }),
       ),
@@ -181,7 +183,7 @@ describe('PipelinesService', () => {
 
   it('getCached reads through the cache, get from the store; both are 404 for a pipeline not of the company', async () => {
     const { port, reads } = world();
-    const service = new PipelinesService(port);
+    const service = new PipelinesService({ pipelines: port });
     expect((await service.getCached('cmp_1', 'pip_a'))._id).toBe('pip_a');
     expect((await service.get('cmp_1', 'pip_a'))._id).toBe('pip_a');
     expect(reads).toEqual(['findCached cmp_1 pip_a', 'findById cmp_1 pip_a']);
