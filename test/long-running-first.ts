@@ -22,6 +22,9 @@ const LONG_RUNNING = [
   // A 10 s MongoDB outage among its faults.
   'test/events/change-feed.test.ts',
   'test/hooks/recover-faults.test.ts',
+  // 16 s: two overdue roles scanning 1,500 due tasks tick after tick.
+  'test/overdue/role.test.ts',
+  'test/auth/ext-auth.test.ts',
 ];
 
 function rank(file: TestSpecification): number {
