@@ -1,9 +1,12 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEventPublisher } from '../../src/container.js';
+import { relayPendingEvents } from '../../src/events/relay.js';
 import { EventsRepository } from '../../src/events/repository.js';
 import { scanOverdueTasks, type OverdueScanDeps } from '../../src/tasks/overdue.js';
 import { TasksRepository } from '../../src/tasks/repository.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { feedOf } from '../helpers/events.js';
 import { createTask, createTenant, ext, type Tenant } from '../helpers/fixtures.js';
 import { insertOpenTasks } from './seed.js';
 import type { EventEnvelope } from '../../src/contracts/envelope.js';
@@ -37,7 +40,7 @@ const patch = (taskId: string, body: unknown) => ext(t.app, tenant.key, 'PATCH',
 const stored = async (taskId: string) => (await t.db.collection('tasks').findOne({ _id: taskId as never }))!;
 
 describe('the overdue scan', () => {
-  it('fires task.overdue once when an open task is past due, recorded in the outbox with the task as the API shows it', async () => {
+  it('fires task.overdue once when an open task is past due, with the task as the API shows it', async () => {
     const task = await createTask(t.app, tenant, { due_at: at(HOUR).toISOString() });
     await scan(new Date());
     expect(overdueEvents(task.task_id)).toHaveLength(0);
@@ -54,9 +57,6 @@ describe('the overdue scan', () => {
     });
     expect(events[0]?.data).toEqual((await ext(t.app, tenant.key, 'GET', `/tasks/${task.task_id}`)).json());
     expect(events[0]?.data).toEqual(task); // updated_at and every API field unchanged
-    const doc = await stored(task.task_id);
-    expect(doc).toMatchObject({ overdue_fired_for: new Date(task.due_at), revision: 2, outbox_pending: true });
-    expect(doc.pending_events.map((event: EventEnvelope) => event.event_id)).toContain(events[0]?.event_id);
   });
 
   it('never fires for a task completed before its due time, and fires on reopening only if it never fired for that due time', async () => {
@@ -137,7 +137,7 @@ describe('the overdue scan', () => {
     ).toBe(0);
   });
 
-  it('keeps the event in the outbox for the relay when the queues cannot take it', async () => {
+  it('leaves the event for the relay when the queues cannot take it: a relay pass makes it readable, once', async () => {
     const task = await createTask(t.app, tenant, { due_at: at(-1_000).toISOString() });
     const failing: OverdueScanDeps = {
       ...deps,
@@ -145,9 +145,21 @@ describe('the overdue scan', () => {
     };
     const result = await scanOverdueTasks(failing, new Date());
     expect(result.unpublished).toBeGreaterThanOrEqual(1);
-    const doc = await stored(task.task_id);
-    expect(doc.outbox_pending).toBe(true);
-    expect(doc.pending_events.map((event: EventEnvelope) => event.type)).toContain('task.overdue');
-    expect(doc.overdue_fired_for).toEqual(new Date(task.due_at));
+    expect(overdueEvents(task.task_id)).toHaveLength(0);
+    // The relay's pass moves what the write recorded with the task; its publisher's sequencer makes it readable.
+    const logger = pino({ level: 'silent' });
+    const relay = createEventPublisher(t.db, { connection: t.redis, prefix: t.config.QUEUE_PREFIX }, logger, {
+      sequencerLeaseMs: t.config.SEQUENCER_LEASE_MS,
+    });
+    try {
+      await relayPendingEvents(t.db, relay, logger);
+      const feed = await feedOf(t.app, tenant.key, task.task_id, 2);
+      expect(feed.map((event) => event.type)).toEqual(['task.created', 'task.overdue']);
+      // Fired for that due time: the next scan fires nothing more for it.
+      await scanOverdueTasks(deps, new Date());
+      expect(overdueEvents(task.task_id)).toHaveLength(0);
+    } finally {
+      await relay.close();
+    }
   });
 });
