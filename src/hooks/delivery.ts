@@ -129,7 +129,9 @@ export async function deliverWebhook(
     headers: signedHeaders(target.secret, event.event_id, body, attemptedAt),
     body,
   });
-  const answeredAt = now();
+  // The answer's time as the attempt measured it, not as this process resumed after it: the next attempt's
+  // time (next_retry_at) counts the policy's delay from the answer, however busy the event loop was meanwhile.
+  const answeredAt = new Date(attemptedAt.getTime() + result.durationMs);
   const statusCode = result.kind === 'response' ? result.statusCode : null;
   const succeeded = statusCode !== null && statusCode >= 200 && statusCode < 300;
   context.answered?.(succeeded);

@@ -9,8 +9,8 @@ import type {
   FieldDefinition,
   updatePipelineBody,
 } from '../contracts/pipelines.js';
+import type { Rows } from '../shared/pagination.js';
 import type { PipelinesRepository } from './repository.js';
-import type { FindCursor } from 'mongodb';
 import type { z } from 'zod';
 
 const CORE_DUPLICATE_FIELDS = new Set(['name', 'contact_id']);
@@ -100,10 +100,10 @@ export function applyPipelineUpdate(current: PipelineDoc, body: z.infer<typeof u
 }
 
 export interface PipelinesServiceDeps {
-  pipelines: Pick<
-    PipelinesRepository,
-    'findById' | 'findCached' | 'insert' | 'list' | 'listCursor' | 'replaceIfRevision'
-  >;
+  pipelines: Pick<PipelinesRepository, 'findById' | 'findCached' | 'insert' | 'list' | 'replaceIfRevision'> & {
+    /** A page's rows, read only as far as the page needs (the repository's driver cursor). */
+    listCursor(companyId: string, afterId: string | undefined, limit: number): Rows<PipelineDoc>;
+  };
 }
 
 /** Pipelines for the admin API (create, edit) and the external API (read); routes call only this. */
@@ -146,7 +146,7 @@ export class PipelinesService {
   }
 
   /** A page's rows as a cursor (the external API reads it up to its byte budget). */
-  listCursor(companyId: string, afterId: string | undefined, limit: number): FindCursor<PipelineDoc> {
+  listCursor(companyId: string, afterId: string | undefined, limit: number): Rows<PipelineDoc> {
     return this.deps.pipelines.listCursor(companyId, afterId, limit);
   }
 

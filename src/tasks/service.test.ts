@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { listTasksQuery } from '../contracts/tasks.js';
 import { NotFoundError, PreconditionFailedError, ValidationError } from '../shared/errors.js';
 import { ContendedError } from '../shared/optimistic.js';
+import { CursorCodec } from '../shared/pagination.js';
 import { TasksService, taskEtag, type TasksServiceDeps } from './service.js';
 import type { Actor } from '../contracts/auth-context.js';
 import type { EventEnvelope } from '../contracts/envelope.js';
@@ -113,9 +115,21 @@ function world() {
           events,
         );
       },
-      // Lists are read through a driver cursor (FindCursor), which no in-memory fake can be: list is not tested here.
-      list: () => {
-        throw new Error('not used by these tests');
+      // The live tasks of the company in (sort field, _id) order after the cursor; equality filters only.
+      list(companyId, filter, sort, limit, cursor) {
+        const key = (doc: TaskDoc) => doc[sort.field as 'due_at' | 'created_at'].getTime();
+        return [...tasks.values()]
+          .filter((doc) => doc.company_id === companyId && !doc.archived_at)
+          .filter((doc) => filter.is_completed === undefined || doc.is_completed === filter.is_completed)
+          .sort((a, b) => sort.direction * (key(a) - key(b) || a._id.localeCompare(b._id)))
+          .filter(
+            (doc) =>
+              !cursor ||
+              sort.direction * (key(doc) - cursor.value) > 0 ||
+              (key(doc) === cursor.value && sort.direction * doc._id.localeCompare(cursor.id) > 0),
+          )
+          .slice(0, limit)
+          .map(withoutOutbox);
       },
     },
     users: {
@@ -136,9 +150,7 @@ function world() {
       },
       async close() {},
     },
-    cursors: () => {
-      throw new Error('not used by these tests');
-    },
+    cursors: async () => codec,
   };
   return { deps, tasks, published, lookups, rivals, writes: () => writes };
 }
@@ -154,6 +166,8 @@ async function problemsOf(call: Promise<unknown>) {
 }
 
 const due = new Date('2026-12-01T10:00:00Z');
+const codec = new CursorCodec(Buffer.alloc(32, 7));
+const listQuery = (query: Record<string, unknown>) => listTasksQuery.parse(query);
 
 describe('TasksService', () => {
   it("create refuses an assignee and an item the company does not have (another company's too), every problem at once", async () => {
@@ -294,5 +308,32 @@ describe('TasksService', () => {
     await expect(service.delete(actor, 'tsk_a')).rejects.toBeInstanceOf(NotFoundError);
     await expect(service.delete(actor, 'tsk_other')).rejects.toBeInstanceOf(NotFoundError);
     expect(tasks.get('tsk_other')?.archived_at).toBeUndefined();
+  });
+
+  it("list pages the company's live tasks by due time with a signed cursor, valid only for the filters it was issued for", async () => {
+    const { deps, tasks } = world();
+    for (const [id, hours] of [
+      ['tsk_b', 3],
+      ['tsk_c', 1],
+      ['tsk_d', 2],
+    ] as const)
+      tasks.set(id, { ...storedTask(id), due_at: new Date(due.getTime() + hours * 3_600_000) });
+    tasks.set('tsk_gone', { ...storedTask('tsk_gone'), archived_at: new Date() });
+    const service = new TasksService(deps);
+    const first = await service.list(actor, listQuery({ limit: '3' }));
+    expect(first.tasks.map((task) => task.task_id)).toEqual(['tsk_a', 'tsk_c', 'tsk_d']);
+    expect(first.nextCursor).toBeDefined();
+    const second = await service.list(actor, listQuery({ limit: '3', cursor: first.nextCursor }));
+    expect(second.tasks.map((task) => task.task_id)).toEqual(['tsk_b']);
+    expect(second.nextCursor).toBeUndefined();
+    // The same cursor with another filter, or from another company, is refused rather than misread.
+    expect(
+      await problemsOf(service.list(actor, listQuery({ limit: '3', is_completed: 'true', cursor: first.nextCursor }))),
+    ).toEqual([{ path: 'cursor', message: 'is not a cursor issued for this list and these filters' }]);
+    const otherActor = { ...actor, companyId: 'cmp_2' };
+    expect(
+      await problemsOf(service.list(otherActor, listQuery({ limit: '3', cursor: first.nextCursor }))),
+    ).toHaveLength(1);
+    expect((await service.list(otherActor, listQuery({}))).tasks.map((task) => task.task_id)).toEqual(['tsk_other']);
   });
 });

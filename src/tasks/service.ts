@@ -6,7 +6,7 @@ import { ifMatchAccepts, representationEtag } from '../shared/etag.js';
 import { newId } from '../shared/ids.js';
 import { retryLostRaces } from '../shared/optimistic.js';
 import { outboxOnInsert } from '../shared/outbox.js';
-import { pageOf, parseSort, type CursorCodec } from '../shared/pagination.js';
+import { pageOf, parseSort, type CursorCodec, type Rows } from '../shared/pagination.js';
 import type { Actor } from '../contracts/auth-context.js';
 import type { TaskDoc, CreateTaskBody, ListTasksQuery, TaskResponse, UpdateTaskBody } from '../contracts/tasks.js';
 import type { EventPublisher } from '../shared/outbox.js';
@@ -16,7 +16,10 @@ import type { TaskChanges, TasksRepository } from './repository.js';
 const UPDATE_RETRIES = 25;
 
 export interface TasksServiceDeps {
-  tasks: Pick<TasksRepository, 'insert' | 'findById' | 'updateIfRevision' | 'archive' | 'list'>;
+  tasks: Pick<TasksRepository, 'insert' | 'findById' | 'updateIfRevision' | 'archive'> & {
+    /** A page's rows, read only as far as the page needs (the repository's driver cursor). */
+    list(...args: Parameters<TasksRepository['list']>): Rows<TaskDoc>;
+  };
   /** The users and items features' cached existence checks: a task's assignee and item are in its company. */
   users: { existsCached(companyId: string, userId: string): Promise<boolean> };
   items: { existsCached(companyId: string, itemId: string): Promise<boolean> };
