@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { NotFoundError, ValidationError } from '../shared/errors.js';
+import { NotFoundError } from '../shared/errors.js';
+import { problemsOf } from '../shared/errors.test-support.js';
 import { ApiKeysService, type ApiKeysServiceDeps } from './api-keys.service.js';
 import { displayPrefixOf, hashApiKey, isWellFormedApiKey } from './key-material.js';
 import type { ApiKeyDoc } from './api-keys.repository.js';
@@ -78,16 +79,6 @@ function world() {
     },
   };
   return { deps, keys, log };
-}
-
-/** The field problems a call was refused with: it must fail with a ValidationError. */
-async function problemsOf(call: Promise<unknown>) {
-  const error = await call.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  if (!(error instanceof ValidationError)) throw new Error(`expected a ValidationError, got ${String(error)}`);
-  return error.errors;
 }
 
 const body = (createdBy: string) => ({ name: 'Zapier', created_by: createdBy, scopes: ['tasks:read' as const] });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DUPLICATE_DETECTION, type PipelineDoc } from '../contracts/pipelines.js';
-import { NotFoundError, ValidationError } from '../shared/errors.js';
+import { NotFoundError } from '../shared/errors.js';
+import { problemsOf } from '../shared/errors.test-support.js';
 import { AutomationsService, type AutomationsServiceDeps } from './service.js';
 import type { AutomationDoc } from './repository.js';
 import type { createAutomationBody } from './schemas.js';
@@ -90,16 +91,6 @@ function world() {
     },
   };
   return { deps, automations, calls };
-}
-
-/** The field problems a call was refused with: it must fail with a ValidationError. */
-async function problemsOf(call: Promise<unknown>) {
-  const error = await call.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  if (!(error instanceof ValidationError)) throw new Error(`expected a ValidationError, got ${String(error)}`);
-  return error.errors;
 }
 
 type CreateBody = z.infer<typeof createAutomationBody>;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DUPLICATE_DETECTION, type PipelineDoc } from '../contracts/pipelines.js';
-import { NotFoundError, ValidationError } from '../shared/errors.js';
+import { NotFoundError } from '../shared/errors.js';
+import { problemsOf } from '../shared/errors.test-support.js';
 import { ContendedError } from '../shared/optimistic.js';
 import { PipelinesService } from './service.js';
 
@@ -75,16 +76,6 @@ function world() {
     },
   };
   return { port, pipelines, reads, rivals, replaces: () => replaces };
-}
-
-/** The field problems a call was refused with: it must fail with a ValidationError. */
-async function problemsOf(call: Promise<unknown>) {
-  const error = await call.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  if (!(error instanceof ValidationError)) throw new Error(`expected a ValidationError, got ${String(error)}`);
-  return error.errors;
 }
 
 describe('PipelinesService', () => {

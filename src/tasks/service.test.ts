@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { listTasksQuery } from '../contracts/tasks.js';
-import { NotFoundError, PreconditionFailedError, ValidationError } from '../shared/errors.js';
+import { NotFoundError, PreconditionFailedError } from '../shared/errors.js';
+import { problemsOf } from '../shared/errors.test-support.js';
 import { ContendedError } from '../shared/optimistic.js';
 import { CursorCodec } from '../shared/pagination.js';
 import { TasksService, taskEtag, type TasksServiceDeps } from './service.js';
@@ -153,16 +154,6 @@ function world() {
     cursors: async () => codec,
   };
   return { deps, tasks, published, lookups, rivals, writes: () => writes };
-}
-
-/** The field problems a call was refused with: it must fail with a ValidationError. */
-async function problemsOf(call: Promise<unknown>) {
-  const error = await call.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  if (!(error instanceof ValidationError)) throw new Error(`expected a ValidationError, got ${String(error)}`);
-  return error.errors;
 }
 
 const due = new Date('2026-12-01T10:00:00Z');
