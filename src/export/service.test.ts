@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_DUPLICATE_DETECTION } from '../contracts/pipelines.js';
+import { storedTaskDoc } from '../contracts/tasks.test-support.js';
 import { ExportService, type ExportServiceDeps } from './service.js';
 import type { AuthContext } from '../contracts/auth-context.js';
 import type { ItemDoc } from '../contracts/items.js';
@@ -51,27 +52,8 @@ const item = (n: number, pipelineId = 'pip_a'): ItemDoc => ({
   outbox_pending: true,
 });
 
-const task = (n: number): TaskDoc => ({
-  _id: `tsk_${n}`,
-  company_id: 'cmp_1',
-  title: `Task ${n}`,
-  due_at: at,
-  assigned_to: 'usr_1',
-  description: null,
-  priority: 'none',
-  task_type: 'call',
-  item_id: null,
-  duration_minutes: null,
-  reminder_minutes: null,
-  notes: null,
-  is_completed: false,
-  created_by: 'usr_1',
-  completed_at: null,
-  created_at: at,
-  updated_at: at,
-  revision: 3,
-  overdue_fired_for: null,
-});
+const task = (n: number): TaskDoc =>
+  storedTaskDoc({ _id: `tsk_${n}`, title: `Task ${n}`, due_at: at, created_at: at, revision: 3 });
 
 /** A driver cursor as the export sees it: documents made on demand, counted as they are pulled, and a close. */
 class FakeCursor<T> implements AsyncIterable<T> {

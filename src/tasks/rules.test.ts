@@ -1,30 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { storedTaskDoc } from '../contracts/tasks.test-support.js';
 import { changesFrom } from './service.js';
 import type { TaskDoc } from '../contracts/tasks.js';
 
 const now = new Date('2026-11-24T10:00:00Z');
 const due = new Date('2026-11-24T09:00:00Z');
-const task: TaskDoc = {
+const task: TaskDoc = storedTaskDoc({
   _id: 'tsk_1',
-  company_id: 'cmp_1',
   title: 'Call',
   due_at: due,
-  assigned_to: 'usr_1',
-  description: null,
-  priority: 'none',
-  task_type: 'call',
-  item_id: null,
-  duration_minutes: null,
-  reminder_minutes: null,
-  notes: null,
-  is_completed: false,
-  created_by: 'usr_1',
-  completed_at: null,
   created_at: due,
-  updated_at: due,
-  revision: 1,
   overdue_fired_for: due,
-};
+});
 
 describe('changesFrom (a task PATCH)', () => {
   it('keeps only supplied fields and stores an empty note as null', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { listTasksQuery } from '../contracts/tasks.js';
+import { storedTaskDoc } from '../contracts/tasks.test-support.js';
 import { NotFoundError, PreconditionFailedError } from '../shared/errors.js';
 import { problemsOf } from '../shared/errors.test-support.js';
 import { ContendedError } from '../shared/optimistic.js';
@@ -14,27 +15,16 @@ import type { TaskChanges } from './repository.js';
 const at = new Date('2026-11-24T09:00:00Z');
 const actor: Actor = { companyId: 'cmp_1', userId: 'usr_1', cause: { type: 'api_key', id: 'key_1' } };
 
-const storedTask = (id: string, companyId = 'cmp_1'): TaskDoc => ({
-  _id: id,
-  company_id: companyId,
-  title: `Task ${id}`,
-  due_at: new Date('2026-11-30T09:00:00Z'),
-  assigned_to: 'usr_1',
-  description: null,
-  priority: 'none',
-  task_type: 'call',
-  item_id: null,
-  duration_minutes: null,
-  reminder_minutes: null,
-  notes: null,
-  is_completed: false,
-  created_by: 'usr_1',
-  completed_at: null,
-  created_at: at,
-  updated_at: at,
-  revision: 1,
-  overdue_fired_for: null,
-});
+const storedTask = (id: string, companyId = 'cmp_1'): TaskDoc =>
+  storedTaskDoc({
+    _id: id,
+    company_id: companyId,
+    title: `Task ${id}`,
+    due_at: new Date('2026-11-30T09:00:00Z'),
+    created_at: at,
+    pending_events: [],
+    outbox_pending: true,
+  });
 
 /** What a stored task's outbox holds, as type and the task's title then: enough to tell events apart. */
 const outboxOf = (doc: TaskDoc | undefined) =>
