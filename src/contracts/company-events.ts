@@ -35,6 +35,8 @@ let itemCoreFields: Set<string> | undefined;
 const itemCappable = (field: string): boolean =>
   !(itemCoreFields ??= new Set(Object.keys(itemSchema.shape))).has(field);
 const taskCappable = (field: string): boolean => TASK_CAPPABLE.has(field);
+/** Per resource; a hook event carries no value that could be large (its target_url is at most 2,000 characters). */
+const CAPPABLE = { task: taskCappable, hook: () => false, item: itemCappable } as const;
 
 /** An event of `type` about `data`; the compiler holds the data to the type's resource. Values over the cap are replaced. */
 export function buildCompanyEvent<T extends EventType>(
@@ -43,9 +45,7 @@ export function buildCompanyEvent<T extends EventType>(
   data: EventDataOf<T>,
   options: EventOptions,
 ): EventOf<T> {
-  // A hook event carries no value that could be large (its target_url is at most 2,000 characters).
-  const cappable = { task: taskCappable, hook: () => false, item: itemCappable }[resourceOf(type)];
-  return buildEvent(type, companyId, data, { ...options, cappable }) as EventOf<T>;
+  return buildEvent(type, companyId, data, { ...options, cappable: CAPPABLE[resourceOf(type)] }) as EventOf<T>;
 }
 
 /**
